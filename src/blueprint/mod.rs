@@ -1,0 +1,9 @@
+//! The blueprint: what the cluster is. `schema` mirrors the file, `load` reads it,
+//! `check` finds every semantic problem at once.
+
+pub mod check;
+pub mod load;
+pub mod schema;
+
+pub use load::{LoadedBlueprint, load};
+pub use schema::Blueprint;

@@ -1,0 +1,718 @@
+//! Blueprint schema v1: serde types that mirror the YAML file, nothing more.
+//!
+//! Stage: load. Input: YAML text (after `vars` interpolation). Output: [`Blueprint`].
+//! Every struct denies unknown keys so a typo is an error with a location, and
+//! free-form values (GPU models, ratios, names) stay strings here so `check` can
+//! say what is wrong with them and suggest a fix. Meaning lives in `model`.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A GPU cluster as designed: what it is, never where it is (that is the inventory).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Blueprint {
+    /// Schema version; only `1` exists.
+    pub version: u32,
+    /// Cluster identity.
+    pub cluster: Cluster,
+    /// Values substituted into any string as `${name}` before the file is read.
+    #[serde(default)]
+    pub vars: BTreeMap<String, serde_json::Value>,
+    /// Groups of identical nodes.
+    pub node_groups: Vec<NodeGroup>,
+    /// Networks: compute fabric, storage and management.
+    pub fabric: Fabric,
+    /// Shared and local storage.
+    #[serde(default)]
+    pub storage: Storage,
+    /// The workload manager.
+    pub scheduler: Scheduler,
+    /// Who uses the cluster and what they are guaranteed.
+    #[serde(default)]
+    pub tenants: Vec<Tenant>,
+    /// How the cluster is accepted at handover.
+    #[serde(default)]
+    pub acceptance: Acceptance,
+}
+
+/// Cluster identity.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Cluster {
+    /// Short name: Slurm `ClusterName`, resource ids, lock owner. Lowercase letters, digits, `-`.
+    pub name: String,
+    /// DNS domain appended to host names in `/etc/hosts`.
+    #[serde(default)]
+    pub domain: Option<String>,
+    /// Free text for the report.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// What a node does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Runs the scheduler controller (slurmctld).
+    Controller,
+    /// Runs the accounting database (slurmdbd + MariaDB).
+    Database,
+    /// User login node.
+    Login,
+    /// Runs jobs (slurmd).
+    Compute,
+    /// Serves shared storage (NFS).
+    Storage,
+}
+
+/// A set of identical nodes.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeGroup {
+    /// Group name, referenced by partitions, storage and the inventory.
+    pub name: String,
+    /// How many nodes.
+    pub count: u32,
+    /// Host name pattern: `{index}` or `{index:02}` (zero-padded) is the node's number.
+    /// Without a placeholder the group must have exactly one node.
+    pub hostname: String,
+    /// First number given to `{index}`.
+    #[serde(default = "default_start_index")]
+    pub start_index: u32,
+    /// What these nodes do.
+    pub roles: Vec<Role>,
+    /// CPU topology, as Slurm sees it.
+    #[serde(default)]
+    pub cpu: Option<Cpu>,
+    /// Memory in GiB.
+    #[serde(default)]
+    pub memory_gib: Option<u32>,
+    /// GPUs per node.
+    #[serde(default)]
+    pub gpu: Option<Gpu>,
+    /// Compute-fabric NICs, one per rail.
+    #[serde(default)]
+    pub rail_nics: Option<RailNics>,
+    /// Local NVMe drives (scratch tier).
+    #[serde(default)]
+    pub local_nvme: Option<LocalNvme>,
+}
+
+const fn default_start_index() -> u32 {
+    1
+}
+
+/// CPU topology.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Cpu {
+    /// Sockets per node.
+    pub sockets: u32,
+    /// Cores per socket.
+    pub cores_per_socket: u32,
+    /// Hardware threads per core.
+    #[serde(default = "one")]
+    pub threads_per_core: u32,
+}
+
+const fn one() -> u32 {
+    1
+}
+
+/// GPUs of a node.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Gpu {
+    /// Model: `a100`, `h100`, `h200`, `b200`, `gb200`, `l40s`…
+    pub model: String,
+    /// GPUs per node.
+    pub count: u32,
+}
+
+/// Link layer of a NIC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkLayer {
+    /// InfiniBand.
+    Infiniband,
+    /// Ethernet (RoCE).
+    Ethernet,
+}
+
+/// One NIC per rail.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RailNics {
+    /// NICs per node, one per rail.
+    pub count: u32,
+    /// Port speed in Gb/s.
+    pub speed_gbps: u32,
+    /// InfiniBand or Ethernet.
+    pub link_layer: LinkLayer,
+    /// Host MTU (Ethernet); defaults to the fabric's host MTU.
+    #[serde(default)]
+    pub mtu: Option<u32>,
+    /// Interface name pattern, `{rail}` is the rail number.
+    #[serde(default = "default_netdev")]
+    pub netdev: String,
+}
+
+fn default_netdev() -> String {
+    "rail{rail}".to_owned()
+}
+
+/// Local NVMe drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LocalNvme {
+    /// Drives per node.
+    pub count: u32,
+    /// Size of each drive in GB.
+    pub size_gb: u32,
+}
+
+/// All networks.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Fabric {
+    /// The GPU (east-west) fabric.
+    pub compute: ComputeFabric,
+    /// Storage network, when separate from management.
+    #[serde(default)]
+    pub storage: Option<Network>,
+    /// In-band and out-of-band management.
+    pub management: Management,
+}
+
+/// Compute fabric technology.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FabricKind {
+    /// InfiniBand with a subnet manager.
+    Infiniband,
+    /// RDMA over Converged Ethernet, routed (BGP) leaf/spine.
+    Roce,
+}
+
+/// Fabric shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum FabricTopology {
+    /// One leaf per (rail, scalable unit); all rails meet at the spines.
+    #[default]
+    RailOptimized,
+}
+
+/// The compute fabric.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ComputeFabric {
+    /// `infiniband` or `roce`.
+    pub kind: FabricKind,
+    /// Only `rail-optimized` for now.
+    #[serde(default)]
+    pub topology: FabricTopology,
+    /// Number of rails (NICs per node used for compute).
+    pub rails: u32,
+    /// Link speed in Gb/s (switch port speed at NIC speed).
+    pub link_speed_gbps: u32,
+    /// Switch model and radix.
+    pub switch: SwitchSpec,
+    /// Leaf downlink:uplink bandwidth ratio, `1:1` is non-blocking.
+    #[serde(default = "default_oversubscription")]
+    pub oversubscription: String,
+    /// Uplinks per leaf, when not derived from radix and oversubscription.
+    #[serde(default)]
+    pub uplinks_per_leaf: Option<u32>,
+    /// Switch port MTU (9216 Ethernet, 4096 InfiniBand).
+    #[serde(default)]
+    pub mtu: Option<u32>,
+    /// Host MTU on rail interfaces (9000 converged, 4200 RDMA-only).
+    #[serde(default)]
+    pub host_mtu: Option<u32>,
+    /// RoCE lossless settings (Ethernet only).
+    #[serde(default)]
+    pub roce: Option<RoceQos>,
+    /// InfiniBand settings.
+    #[serde(default)]
+    pub infiniband: Option<InfinibandSpec>,
+    /// Address and ASN pools.
+    pub addressing: Addressing,
+}
+
+fn default_oversubscription() -> String {
+    "1:1".to_owned()
+}
+
+/// Switch hardware.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchSpec {
+    /// Model, e.g. `qm9700`, `sn5600`, `frr-container`.
+    pub model: String,
+    /// Ports at link speed.
+    pub radix: u32,
+}
+
+/// RoCE congestion handling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RoceMode {
+    /// PFC on the RoCE priority plus ECN.
+    #[default]
+    Lossless,
+    /// ECN only.
+    Lossy,
+}
+
+/// RoCE QoS, NVIDIA defaults: DSCP 26 → priority 3 (PFC), CNP DSCP 48 → priority 6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RoceQos {
+    /// `lossless` (PFC + ECN) or `lossy` (ECN only).
+    #[serde(default)]
+    pub mode: RoceMode,
+    /// Priority with PFC enabled; required for lossless.
+    #[serde(default)]
+    pub pfc_priority: Option<u8>,
+    /// ECN marking on the RoCE traffic class.
+    #[serde(default)]
+    pub ecn: bool,
+    /// DSCP of RoCE data.
+    #[serde(default = "default_dscp")]
+    pub dscp: u8,
+    /// DSCP of congestion notification packets.
+    #[serde(default = "default_cnp_dscp")]
+    pub cnp_dscp: u8,
+}
+
+const fn default_dscp() -> u8 {
+    26
+}
+
+const fn default_cnp_dscp() -> u8 {
+    48
+}
+
+/// InfiniBand settings.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InfinibandSpec {
+    /// Subnet manager placement.
+    pub subnet_manager: SubnetManager,
+    /// Partitions (PKeys), typically one per tenant.
+    #[serde(default)]
+    pub pkeys: Vec<PKey>,
+}
+
+/// Where the subnet manager runs.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubnetManager {
+    /// `opensm` on hosts, or `ufm` appliances.
+    pub kind: SubnetManagerKind,
+    /// Node groups that run OpenSM (master = highest priority).
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// Routing engines in order (`ftree,updn` suits rail-optimized fat trees).
+    #[serde(default = "default_routing_engine")]
+    pub routing_engine: String,
+}
+
+fn default_routing_engine() -> String {
+    "ftree,updn".to_owned()
+}
+
+/// Subnet manager implementation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SubnetManagerKind {
+    /// Upstream OpenSM on hosts.
+    Opensm,
+    /// NVIDIA UFM appliance (partitions via its API).
+    Ufm,
+}
+
+/// An InfiniBand partition.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PKey {
+    /// Partition name.
+    pub name: String,
+    /// PKey, hex `0x0001`–`0x7ffe`.
+    pub pkey: String,
+    /// Tenants that are full members.
+    #[serde(default)]
+    pub tenants: Vec<String>,
+    /// Create an IPoIB interface for it.
+    #[serde(default)]
+    pub ipoib: bool,
+}
+
+/// Address and ASN pools of the compute fabric.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Addressing {
+    /// Pool split into one subnet per (rail, leaf), e.g. `10.200.0.0/16`.
+    pub rail_pool: String,
+    /// Pool for switch loopbacks (router ids), e.g. `10.0.0.0/24`.
+    pub loopback_pool: String,
+    /// ASN shared by all spines (RFC 7938).
+    #[serde(default = "default_spine_asn")]
+    pub spine_asn: u32,
+    /// First leaf ASN; leaf `n` gets `leaf_asn_base + n`.
+    #[serde(default = "default_leaf_asn_base")]
+    pub leaf_asn_base: u32,
+    /// ASN shared by all core switches (3-tier fabrics).
+    #[serde(default = "default_core_asn")]
+    pub core_asn: u32,
+}
+
+const fn default_spine_asn() -> u32 {
+    4_200_000_000
+}
+
+const fn default_leaf_asn_base() -> u32 {
+    4_200_000_100
+}
+
+const fn default_core_asn() -> u32 {
+    4_199_999_999
+}
+
+/// A plain IP network.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Network {
+    /// Subnet in CIDR form.
+    pub subnet: String,
+    /// MTU on hosts.
+    #[serde(default)]
+    pub mtu: Option<u32>,
+    /// Port speed in Gb/s.
+    #[serde(default)]
+    pub speed_gbps: Option<u32>,
+}
+
+/// Management networks.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Management {
+    /// In-band (SSH, scheduler, DNS).
+    pub inband: Network,
+    /// Out-of-band (BMCs, switch management).
+    #[serde(default)]
+    pub oob: Option<Network>,
+}
+
+/// Storage.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Storage {
+    /// Shared filesystems, mounted on nodes.
+    #[serde(default)]
+    pub filesystems: Vec<Filesystem>,
+    /// Node-local scratch on NVMe.
+    #[serde(default)]
+    pub scratch: Option<Scratch>,
+    /// An object store endpoint for datasets and checkpoints.
+    #[serde(default)]
+    pub object: Option<ObjectStore>,
+}
+
+/// Shared filesystem kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FilesystemKind {
+    /// NFS served by a node group of this cluster, or an external server.
+    Nfs,
+    /// Lustre (external MGS).
+    Lustre,
+}
+
+/// Storage tier of a filesystem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    /// Shared, persistent.
+    #[default]
+    Shared,
+    /// Home directories.
+    Home,
+    /// Fast scratch.
+    Scratch,
+}
+
+/// A shared filesystem.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Filesystem {
+    /// Name.
+    pub name: String,
+    /// `nfs` or `lustre`.
+    pub kind: FilesystemKind,
+    /// Node group that serves it (NFS inside the cluster).
+    #[serde(default)]
+    pub server_group: Option<String>,
+    /// External endpoint: `host:/export` (NFS) or `mgs@tcp:/fsname` (Lustre).
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// Exported directory on the server group.
+    #[serde(default)]
+    pub export: Option<String>,
+    /// Where nodes mount it.
+    pub mount: String,
+    /// Mount options.
+    #[serde(default)]
+    pub options: Option<String>,
+    /// Node groups that mount it; all non-server groups when empty.
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// Tier.
+    #[serde(default)]
+    pub tier: Tier,
+}
+
+/// Node-local scratch.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Scratch {
+    /// Mount point.
+    pub mount: String,
+    /// Filesystem made on the NVMe RAID 0.
+    #[serde(default = "default_scratch_fs")]
+    pub filesystem: String,
+}
+
+fn default_scratch_fs() -> String {
+    "xfs".to_owned()
+}
+
+/// Object storage.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ObjectStore {
+    /// S3-compatible endpoint URL.
+    pub endpoint: String,
+    /// Bucket.
+    #[serde(default)]
+    pub bucket: Option<String>,
+}
+
+/// Scheduler kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SchedulerKind {
+    /// Slurm.
+    Slurm,
+    /// Kubernetes with Kueue.
+    Kubernetes,
+}
+
+/// The workload manager.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Scheduler {
+    /// `slurm` or `kubernetes`.
+    pub kind: SchedulerKind,
+    /// Slurm settings (kind `slurm`).
+    #[serde(default)]
+    pub slurm: Option<Slurm>,
+    /// Kubernetes settings (kind `kubernetes`).
+    #[serde(default)]
+    pub kubernetes: Option<Kubernetes>,
+}
+
+/// Slurm settings.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Slurm {
+    /// Oldest Slurm release the configs must run on (`22.05` is Debian 12's).
+    #[serde(default = "default_slurm_version")]
+    pub min_version: String,
+    /// Partitions.
+    pub partitions: Vec<Partition>,
+    /// GPU sharing.
+    #[serde(default)]
+    pub gpu_sharing: GpuSharing,
+    /// Topology plugin: `tree` (one switch per scalable unit), `block` (23.11+), `none`.
+    #[serde(default)]
+    pub topology: SlurmTopology,
+    /// Accounting through slurmdbd (required for QOS, quotas and fair share).
+    #[serde(default = "yes")]
+    pub accounting: bool,
+    /// Fair-share half life (`7-0` = 7 days).
+    #[serde(default)]
+    pub fairshare_half_life: Option<String>,
+    /// How borrowed GPUs are reclaimed: `requeue` or `cancel` (`suspend` keeps GPUs held).
+    #[serde(default)]
+    pub preempt_mode: PreemptMode,
+    /// Extra lines for slurm.conf, `Key=Value`, checked against the target version.
+    #[serde(default)]
+    pub extra: BTreeMap<String, String>,
+}
+
+fn default_slurm_version() -> String {
+    "22.05".to_owned()
+}
+
+const fn yes() -> bool {
+    true
+}
+
+/// A Slurm partition.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Partition {
+    /// Name.
+    pub name: String,
+    /// Node groups in it.
+    pub groups: Vec<String>,
+    /// The default partition.
+    #[serde(default)]
+    pub default: bool,
+    /// Max wall time (`INFINITE`, `2-00:00:00`).
+    #[serde(default)]
+    pub max_time: Option<String>,
+    /// Exclusive node allocation (rendered as `OverSubscribe=EXCLUSIVE`).
+    #[serde(default)]
+    pub exclusive: bool,
+}
+
+/// GPU sharing mode.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GpuSharing {
+    /// `none`, `shard`, `mps` or `mig`.
+    #[serde(default)]
+    pub mode: GpuSharingMode,
+    /// Shards per GPU (mode `shard`) or MPS share count (mode `mps`).
+    #[serde(default)]
+    pub per_gpu: Option<u32>,
+    /// MIG profiles per GPU, e.g. `[1g.10gb, 1g.10gb, 2g.20gb]` (mode `mig`).
+    #[serde(default)]
+    pub mig_profiles: Vec<String>,
+}
+
+/// GPU sharing mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuSharingMode {
+    /// Whole GPUs only.
+    #[default]
+    None,
+    /// Slurm `gres/shard` (unfenced sharing).
+    Shard,
+    /// CUDA MPS.
+    Mps,
+    /// Multi-Instance GPU partitions.
+    Mig,
+}
+
+/// Slurm topology plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SlurmTopology {
+    /// `topology/tree`: one switch per scalable unit under one spine switch.
+    #[default]
+    Tree,
+    /// `topology/block` (Slurm 23.11+).
+    Block,
+    /// No topology.
+    None,
+}
+
+/// Slurm preemption mode for borrowed GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PreemptMode {
+    /// Requeue the borrowing job.
+    #[default]
+    Requeue,
+    /// Cancel the borrowing job.
+    Cancel,
+    /// Suspend it (does not release GPUs: rejected).
+    Suspend,
+}
+
+/// Kubernetes settings.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Kubernetes {
+    /// Kueue version (decides `v1beta1` vs `v1beta2`).
+    #[serde(default = "default_kueue_version")]
+    pub kueue_version: String,
+}
+
+fn default_kueue_version() -> String {
+    "0.15.0".to_owned()
+}
+
+/// A tenant: a team with a guaranteed share that may borrow idle GPUs.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Tenant {
+    /// Name (Slurm account and QOS).
+    pub name: String,
+    /// Unix user names.
+    #[serde(default)]
+    pub users: Vec<String>,
+    /// GPUs always available to the tenant.
+    pub guaranteed_gpus: u32,
+    /// May run preemptible jobs on other tenants' idle GPUs.
+    #[serde(default = "yes")]
+    pub borrow: bool,
+    /// Scheduling priority of guaranteed jobs.
+    #[serde(default = "default_priority")]
+    pub priority: u32,
+    /// Fair-share weight.
+    #[serde(default)]
+    pub fairshare: Option<u32>,
+}
+
+const fn default_priority() -> u32 {
+    1000
+}
+
+/// Acceptance criteria.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Acceptance {
+    /// `auto`: every built-in validator that applies, thresholds from the model.
+    #[serde(default)]
+    pub mode: AcceptanceMode,
+    /// Validators and threshold overrides.
+    #[serde(default)]
+    pub validators: Vec<ValidatorRef>,
+    /// Fraction of the theoretical bus bandwidth NCCL must reach (default 0.8).
+    #[serde(default)]
+    pub nccl_efficiency: Option<f64>,
+}
+
+/// Acceptance mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AcceptanceMode {
+    /// All applicable validators.
+    #[default]
+    Auto,
+    /// Only the listed validators.
+    Explicit,
+}
+
+/// A validator selection.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ValidatorRef {
+    /// Validator id (`nccl-multi-node`).
+    pub id: String,
+    /// Threshold overrides by name.
+    #[serde(default)]
+    pub thresholds: BTreeMap<String, f64>,
+    /// Skip it.
+    #[serde(default)]
+    pub skip: bool,
+}

@@ -1,0 +1,154 @@
+//! Command line: clap types (their doc comments are `--help`) and one thin file per
+//! command. Exit codes follow `terraform plan -detailed-exitcode`: 0 nothing to do
+//! or all passed, 2 changes pending or tests failed, 1 error.
+
+mod lint;
+mod schema;
+mod topology;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::blueprint::{self, LoadedBlueprint};
+use crate::diagnostic::Diagnostics;
+use crate::inventory::{self, LoadedInventory};
+
+/// Provision and validate GPU clusters from one declarative blueprint.
+#[derive(Debug, Parser)]
+#[command(name = "toolkit", version, about, long_about = None)]
+pub struct Cli {
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check a blueprint (and inventory): every problem at once, no network.
+    Lint(lint::Args),
+    /// Print the JSON Schema of the blueprint or inventory, for editors.
+    Schema(schema::Args),
+    /// Fabric sizing and the cabling (port) plan.
+    Topology(topology::Args),
+}
+
+/// How results are printed on stdout.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// For people.
+    #[default]
+    Text,
+    /// For programs.
+    Json,
+}
+
+/// Process exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Nothing to change / all passed.
+    Clean,
+    /// An error.
+    Error,
+    /// Changes pending / tests failed.
+    Changes,
+}
+
+impl From<Status> for ExitCode {
+    fn from(status: Status) -> Self {
+        match status {
+            Status::Clean => Self::SUCCESS,
+            Status::Error => Self::from(1),
+            Status::Changes => Self::from(2),
+        }
+    }
+}
+
+/// Parses arguments and runs the command.
+#[must_use]
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    let status = match cli.command {
+        Command::Lint(args) => lint::run(&args),
+        Command::Schema(args) => schema::run(&args),
+        Command::Topology(args) => topology::run(&args),
+    };
+    match status {
+        Ok(status) => status.into(),
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// A blueprint and, optionally, an inventory, both loaded and checked.
+pub(crate) struct Inputs {
+    pub blueprint: LoadedBlueprint,
+    pub inventory: Option<LoadedInventory>,
+    pub diagnostics: Diagnostics,
+}
+
+/// Loads and checks; on any error prints the diagnostics (stderr, or JSON on
+/// stdout) and returns `None`.
+pub(crate) fn load_checked(
+    blueprint_path: &std::path::Path,
+    inventory_path: Option<&std::path::Path>,
+    output: OutputFormat,
+) -> Option<Inputs> {
+    let mut diagnostics = Diagnostics::default();
+    let blueprint = match blueprint::load(blueprint_path) {
+        Ok(loaded) => Some(loaded),
+        Err(found) => {
+            diagnostics.extend(found);
+            None
+        }
+    };
+    let inventory = match inventory_path.map(inventory::load) {
+        Some(Ok(loaded)) => Some(loaded),
+        Some(Err(found)) => {
+            diagnostics.extend(found);
+            None
+        }
+        None => None,
+    };
+    if let Some(blueprint) = &blueprint
+        && (inventory_path.is_none() || inventory.is_some())
+    {
+        diagnostics.extend(blueprint::check::check(blueprint, inventory.as_ref()));
+    }
+    diagnostics.sort();
+    match blueprint {
+        Some(blueprint) if !diagnostics.has_errors() => Some(Inputs { blueprint, inventory, diagnostics }),
+        _ => {
+            print_diagnostics(&diagnostics, output);
+            None
+        }
+    }
+}
+
+/// Diagnostics go to stderr for people, or to stdout as JSON for programs.
+pub(crate) fn print_diagnostics(diagnostics: &Diagnostics, output: OutputFormat) {
+    match output {
+        OutputFormat::Text => eprint!("{}", diagnostics.render()),
+        OutputFormat::Json => {
+            let json = serde_json::json!({ "format_version": 1, "diagnostics": diagnostics });
+            println!("{}", serde_json::to_string_pretty(&json).unwrap_or_default());
+        }
+    }
+}
+
+/// Path arguments shared by commands that read a blueprint.
+#[derive(Debug, clap::Args)]
+pub struct BlueprintArgs {
+    /// The blueprint YAML file.
+    pub blueprint: PathBuf,
+    /// The inventory YAML file.
+    #[arg(short, long)]
+    pub inventory: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    pub output: OutputFormat,
+}

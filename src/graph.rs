@@ -1,0 +1,147 @@
+//! The dependency graph of resources.
+//!
+//! Stage: graph. Input: `Vec<Resource>`. Output: [`ResourceGraph`], a petgraph DAG
+//! with a topological order; an unknown dependency or a cycle is a diagnostic that
+//! names the resources involved.
+
+use std::collections::HashMap;
+
+use petgraph::algo::{kosaraju_scc, toposort};
+use petgraph::graph::{DiGraph, NodeIndex};
+
+use crate::diagnostic::{Diagnostic, Diagnostics};
+use crate::resource::{Resource, ResourceId};
+
+/// Resources as a DAG; edges run from a dependency to its dependent.
+#[derive(Debug)]
+pub struct ResourceGraph {
+    /// The graph; node weights index into `resources`.
+    pub graph: DiGraph<usize, ()>,
+    /// The resources, in input order.
+    pub resources: Vec<Resource>,
+    /// Resource indexes in an order where every dependency comes first.
+    pub order: Vec<usize>,
+}
+
+impl ResourceGraph {
+    /// Indexes of the resources `index` depends on directly.
+    pub fn dependencies(&self, index: usize) -> impl Iterator<Item = usize> + '_ {
+        self.graph
+            .neighbors_directed(NodeIndex::new(index), petgraph::Direction::Incoming)
+            .map(|n| self.graph[n])
+    }
+
+    /// Indexes of the resources that depend on `index` directly.
+    pub fn dependents(&self, index: usize) -> impl Iterator<Item = usize> + '_ {
+        self.graph
+            .neighbors_directed(NodeIndex::new(index), petgraph::Direction::Outgoing)
+            .map(|n| self.graph[n])
+    }
+}
+
+/// Builds the graph.
+///
+/// # Errors
+/// `unknown-dependency` for every id that no resource has, `duplicate-resource`
+/// for ids used twice, `dependency-cycle` naming every resource of each cycle.
+pub fn build(resources: Vec<Resource>) -> Result<ResourceGraph, Diagnostics> {
+    let mut diagnostics = Diagnostics::default();
+    let mut index: HashMap<&ResourceId, usize> = HashMap::with_capacity(resources.len());
+    for (position, resource) in resources.iter().enumerate() {
+        if index.insert(&resource.id, position).is_some() {
+            diagnostics.push(
+                Diagnostic::error("duplicate-resource", format!("resource `{}` is rendered twice", resource.id))
+                    .help("two templates write the same path on the same target; rename one"),
+            );
+        }
+    }
+    let mut graph = DiGraph::with_capacity(resources.len(), resources.len() * 2);
+    for position in 0..resources.len() {
+        graph.add_node(position);
+    }
+    for (position, resource) in resources.iter().enumerate() {
+        for dependency in &resource.depends_on {
+            match index.get(dependency) {
+                Some(&from) => {
+                    graph.add_edge(NodeIndex::new(from), NodeIndex::new(position), ());
+                }
+                None => diagnostics.push(
+                    Diagnostic::error(
+                        "unknown-dependency",
+                        format!("`{}` depends on `{dependency}`, which is not rendered", resource.id),
+                    )
+                    .help("a dependency must name a resource id of the form `target:kind:name`"),
+                ),
+            }
+        }
+    }
+    if diagnostics.has_errors() {
+        return Err(diagnostics);
+    }
+    let order = match toposort(&graph, None) {
+        Ok(order) => order.into_iter().map(|n| graph[n]).collect(),
+        Err(_) => {
+            for component in kosaraju_scc(&graph) {
+                let is_cycle = component.len() > 1
+                    || component.first().is_some_and(|&n| graph.contains_edge(n, n));
+                if is_cycle {
+                    let mut names: Vec<&str> = component.iter().map(|&n| resources[graph[n]].id.as_str()).collect();
+                    names.sort_unstable();
+                    diagnostics.push(
+                        Diagnostic::error("dependency-cycle", format!("dependency cycle: {}", names.join(" → ")))
+                            .help("remove one of these dependencies"),
+                    );
+                }
+            }
+            return Err(diagnostics);
+        }
+    };
+    Ok(ResourceGraph { graph, resources, order })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::{Desired, Target, TargetKind};
+
+    fn package(target: &str, name: &str, after: &[&str]) -> Resource {
+        Resource::new(
+            Target { name: target.to_owned(), kind: TargetKind::Node },
+            name,
+            Desired::Package { name: name.to_owned() },
+        )
+        .after(after.iter().map(|id| ResourceId((*id).to_owned())))
+    }
+
+    #[test]
+    fn orders_dependencies_first() {
+        let graph = build(vec![
+            package("node01", "slurmd", &["head:package:slurmctld"]),
+            package("head", "slurmctld", &["head:package:munge"]),
+            package("head", "munge", &[]),
+        ])
+        .expect("acyclic");
+        let ids: Vec<&str> = graph.order.iter().map(|&i| graph.resources[i].id.as_str()).collect();
+        assert_eq!(ids, ["head:package:munge", "head:package:slurmctld", "node01:package:slurmd"]);
+    }
+
+    #[test]
+    fn names_the_cycle() {
+        let error = build(vec![
+            package("a", "x", &["a:package:y"]),
+            package("a", "y", &["a:package:x"]),
+            package("a", "z", &[]),
+        ])
+        .expect_err("cycle");
+        let rendered = error.render();
+        assert!(rendered.contains("dependency cycle: a:package:x → a:package:y"), "{rendered}");
+        assert!(!rendered.contains("a:package:z"));
+    }
+
+    #[test]
+    fn names_an_unknown_dependency() {
+        let error = build(vec![package("a", "x", &["b:package:missing"])]).expect_err("unknown");
+        assert_eq!(error.0[0].id, "unknown-dependency");
+        assert!(error.0[0].message.contains("b:package:missing"));
+    }
+}

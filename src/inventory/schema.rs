@@ -1,0 +1,220 @@
+//! Inventory schema v1: where the hardware of a blueprint is and how to reach it.
+//!
+//! Stage: load. Input: YAML text. Output: [`Inventory`]. Credentials are only ever
+//! references ([`SecretRef`]: an environment variable or a file); an inline secret
+//! is rejected when the file is read, so it never enters a plan, log or state.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// Where each node, switch and BMC is.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Inventory {
+    /// Schema version; only `1` exists.
+    pub version: u32,
+    /// Settings every host and switch inherits.
+    #[serde(default)]
+    pub defaults: Connection,
+    /// SSH jump hosts by name, referenced by `proxy_jump`.
+    #[serde(default)]
+    pub bastions: BTreeMap<String, Host>,
+    /// Nodes by host name (as the blueprint names them).
+    #[serde(default)]
+    pub hosts: BTreeMap<String, Host>,
+    /// Switches by name (as the topology names them: `leaf0`, `spine0`…).
+    #[serde(default)]
+    pub switches: BTreeMap<String, Switch>,
+    /// BMCs by node host name.
+    #[serde(default)]
+    pub bmcs: BTreeMap<String, Bmc>,
+    /// Secrets the deploy generates or distributes.
+    #[serde(default)]
+    pub secrets: Secrets,
+    /// Where the offline state of the last deploy is kept.
+    #[serde(default)]
+    pub state_file: Option<PathBuf>,
+}
+
+/// SSH connection settings; every field optional so hosts inherit `defaults`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Connection {
+    /// SSH port.
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// SSH user.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// Run commands through sudo.
+    #[serde(default)]
+    #[serde(rename = "become")]
+    pub sudo: Option<bool>,
+    /// Private key file.
+    #[serde(default)]
+    pub identity_file: Option<PathBuf>,
+    /// known_hosts file used to check host keys.
+    #[serde(default)]
+    pub known_hosts: Option<PathBuf>,
+    /// Bastion name from `bastions`.
+    #[serde(default)]
+    pub proxy_jump: Option<String>,
+}
+
+/// A host reachable over SSH.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Host {
+    /// Management address (IP or DNS name).
+    pub address: String,
+    /// SSH port.
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// SSH user.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// Run commands through sudo.
+    #[serde(default)]
+    #[serde(rename = "become")]
+    pub sudo: Option<bool>,
+    /// Private key file.
+    #[serde(default)]
+    pub identity_file: Option<PathBuf>,
+    /// Bastion name from `bastions`.
+    #[serde(default)]
+    pub proxy_jump: Option<String>,
+    /// Rail NIC MAC addresses by rail, for interface matching.
+    #[serde(default)]
+    pub rail_macs: BTreeMap<u32, String>,
+}
+
+/// Switch operating system flavour: decides which config is rendered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SwitchOs {
+    /// Plain FRR on Linux (`/etc/frr/frr.conf`).
+    Frr,
+    /// NVIDIA Cumulus Linux with NVUE startup YAML.
+    CumulusNvue,
+    /// SONiC (CONFIG_DB JSON).
+    Sonic,
+}
+
+/// A switch.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Switch {
+    /// Management address.
+    pub address: String,
+    /// OS flavour.
+    pub os: SwitchOs,
+    /// SSH port.
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// SSH user.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// Switch ports in the order the cabling plan numbers them (`swp1`, `eth1`…);
+    /// defaults to `swp<n>`.
+    #[serde(default)]
+    pub port_prefix: Option<String>,
+}
+
+/// A BMC reachable over Redfish.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Bmc {
+    /// Redfish base URL.
+    pub endpoint: String,
+    /// User name.
+    pub username: SecretRef,
+    /// Password.
+    pub password: SecretRef,
+    /// CA bundle for the BMC's TLS certificate.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// Skip TLS verification for this endpoint only.
+    #[serde(default)]
+    pub insecure: bool,
+}
+
+/// Secrets of the cluster, by reference.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Secrets {
+    /// The munge key: generated into this file on first deploy when absent.
+    #[serde(default)]
+    pub munge_key: Option<SecretRef>,
+    /// The slurmdbd database password.
+    #[serde(default)]
+    pub slurmdbd_password: Option<SecretRef>,
+}
+
+/// A reference to a secret: `{env: NAME}` or `{file: PATH}`, never the value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SecretRef {
+    /// An environment variable's name.
+    Env(String),
+    /// A file holding the secret.
+    File(PathBuf),
+}
+
+impl<'de> Deserialize<'de> for SecretRef {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(SecretRefVisitor)
+    }
+}
+
+struct SecretRefVisitor;
+
+const INLINE_SECRET: &str = "secrets are never written inline: use `{env: VARIABLE}` or `{file: PATH}`";
+
+impl<'de> Visitor<'de> for SecretRefVisitor {
+    type Value = SecretRef;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("`{env: VARIABLE}` or `{file: PATH}`")
+    }
+
+    fn visit_str<E: de::Error>(self, _value: &str) -> Result<SecretRef, E> {
+        Err(E::custom(INLINE_SECRET))
+    }
+
+    fn visit_i64<E: de::Error>(self, _value: i64) -> Result<SecretRef, E> {
+        Err(E::custom(INLINE_SECRET))
+    }
+
+    fn visit_u64<E: de::Error>(self, _value: u64) -> Result<SecretRef, E> {
+        Err(E::custom(INLINE_SECRET))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<SecretRef, A::Error> {
+        let Some(key) = map.next_key::<String>()? else {
+            return Err(de::Error::custom("empty secret reference: use `{env: VARIABLE}` or `{file: PATH}`"));
+        };
+        let reference = match key.as_str() {
+            "env" => SecretRef::Env(map.next_value()?),
+            "file" => SecretRef::File(map.next_value()?),
+            other => return Err(de::Error::unknown_field(other, &["env", "file"])),
+        };
+        if map.next_key::<String>()?.is_some() {
+            return Err(de::Error::custom("a secret reference has exactly one of `env` or `file`"));
+        }
+        Ok(reference)
+    }
+}
+
+impl fmt::Display for SecretRef {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Env(name) => write!(formatter, "env:{name}"),
+            Self::File(path) => write!(formatter, "file:{}", path.display()),
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! toolkit: one declarative blueprint → a running, accepted GPU cluster.
+//!
+//! The pipeline, one stage per module, each a function from one type to the next:
+//!
+//! | stage    | module                         | input → output                                   |
+//! |----------|--------------------------------|--------------------------------------------------|
+//! | load     | [`blueprint::load`], [`inventory`] | YAML file → [`blueprint::LoadedBlueprint`] with key positions |
+//! | check    | [`blueprint::check`]           | blueprint (+ inventory) → [`diagnostic::Diagnostics`] |
+//! | expand   | [`model`], [`topology`]        | blueprint → [`model::Model`] (nodes, rails, switches, cables, IPs, ASNs) |
+//! | render   | [`render`]                     | model + `templates/` → `Vec<`[`resource::Resource`]`>` |
+//! | graph    | [`graph`]                      | resources → DAG; cycles and unknown ids are diagnostics |
+//! | plan     | [`plan`]                       | resources × recorded state → [`plan::Plan`]       |
+//!
+//! Everything above is pure and offline; `cli` wires the stages to commands.
+
+pub mod blueprint;
+pub mod cli;
+pub mod diagnostic;
+pub mod graph;
+pub mod inventory;
+pub mod model;
+pub mod plan;
+pub mod render;
+pub mod resource;
+pub mod source;
+pub mod topology;
+pub mod yaml;
+
+pub use cli::run;

@@ -1,0 +1,1 @@
+//! Plan: desired resources against recorded (or observed) state.

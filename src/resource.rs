@@ -1,0 +1,229 @@
+//! Resources: the unit of desired state on one target.
+//!
+//! Stage: render → graph → plan. A [`Resource`] is a file, directory, package,
+//! service or guarded command on one host or switch, with a stable id that keys the
+//! plan and the state file, and the ids it depends on.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Stable id: `<target>:<kind>:<name>`, e.g. `node01:file:/etc/slurm/slurm.conf`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ResourceId(pub String);
+
+impl ResourceId {
+    /// Builds `<target>:<kind>:<name>`.
+    #[must_use]
+    pub fn new(target: &str, kind: &str, name: &str) -> Self {
+        Self(format!("{target}:{kind}:{name}"))
+    }
+
+    /// The id as text.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ResourceId {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(&self.0)
+    }
+}
+
+/// File content shared between every target that gets the same bytes, hashed once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Content(Arc<ContentInner>);
+
+#[derive(Debug, PartialEq, Eq)]
+struct ContentInner {
+    text: String,
+    sha256: String,
+}
+
+impl Content {
+    /// Wraps and hashes `text`.
+    #[must_use]
+    pub fn new(text: String) -> Self {
+        let sha256 = hex::encode(Sha256::digest(text.as_bytes()));
+        Self(Arc::new(ContentInner { text, sha256 }))
+    }
+
+    /// The bytes as text.
+    #[must_use]
+    pub fn text(&self) -> &str {
+        &self.0.text
+    }
+
+    /// Hex SHA-256 of the text.
+    #[must_use]
+    pub fn sha256(&self) -> &str {
+        &self.0.sha256
+    }
+
+    /// Length in bytes.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.0.text.len()
+    }
+
+    /// Whether it is empty.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.text.is_empty()
+    }
+}
+
+/// Where a resource lives: a node or a switch, by name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Target {
+    /// Host or switch name (`node01`, `leaf0`).
+    pub name: String,
+    /// Whether it is a node or a switch.
+    pub kind: TargetKind,
+}
+
+/// Kind of target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetKind {
+    /// A server.
+    Node,
+    /// A network switch.
+    Switch,
+}
+
+/// How a service reacts to a change of a file it watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnChange {
+    /// `systemctl restart`.
+    Restart,
+    /// `systemctl reload`.
+    Reload,
+}
+
+/// What a resource is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Desired {
+    /// A regular file with exact content.
+    File {
+        /// Absolute path.
+        path: String,
+        /// The content; shared between targets.
+        content: Content,
+        /// Permission bits.
+        mode: u32,
+        /// Owner user.
+        owner: String,
+        /// Owner group.
+        group: String,
+        /// Secret content: never shown, stored only as a hash.
+        secret: bool,
+        /// Command that must accept the file before it is activated; `{}` is the temp path.
+        check: Option<Vec<String>>,
+    },
+    /// A directory.
+    Directory {
+        /// Absolute path.
+        path: String,
+        /// Permission bits.
+        mode: u32,
+        /// Owner user.
+        owner: String,
+    },
+    /// A package installed by the OS package manager.
+    Package {
+        /// Package name.
+        name: String,
+    },
+    /// A systemd service.
+    Service {
+        /// Unit name without `.service`.
+        name: String,
+        /// Enabled at boot.
+        enabled: bool,
+        /// Running now.
+        running: bool,
+        /// Files whose change restarts or reloads it.
+        watches: Vec<ResourceId>,
+        /// Restart or reload.
+        on_change: OnChange,
+    },
+    /// A command run when its guard says so.
+    Command {
+        /// Program and arguments; each is quoted when sent to a shell.
+        argv: Vec<String>,
+        /// Skip when this path exists.
+        creates: Option<String>,
+        /// Skip when this command (argv) succeeds.
+        unless: Option<Vec<String>>,
+        /// Why it exists, for the plan.
+        description: String,
+    },
+}
+
+impl Desired {
+    /// Short kind name used in ids and plans.
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::File { .. } => "file",
+            Self::Directory { .. } => "dir",
+            Self::Package { .. } => "package",
+            Self::Service { .. } => "service",
+            Self::Command { .. } => "command",
+        }
+    }
+
+    /// A fingerprint of everything that makes this resource what it is: two
+    /// resources with equal fingerprints need no change between them.
+    #[must_use]
+    pub fn fingerprint(&self) -> String {
+        match self {
+            Self::File { content, mode, owner, group, .. } => {
+                format!("sha256:{} mode:{mode:o} owner:{owner}:{group}", content.sha256())
+            }
+            Self::Directory { mode, owner, .. } => format!("dir mode:{mode:o} owner:{owner}"),
+            Self::Package { name } => format!("package:{name}"),
+            Self::Service { enabled, running, .. } => format!("service enabled:{enabled} running:{running}"),
+            Self::Command { argv, creates, unless, .. } => {
+                let digest = Sha256::digest(format!("{argv:?}{creates:?}{unless:?}").as_bytes());
+                format!("command:{}", hex::encode(&digest[..8]))
+            }
+        }
+    }
+}
+
+/// Desired state on one target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resource {
+    /// Stable id.
+    pub id: ResourceId,
+    /// Where it lives.
+    pub target: Target,
+    /// What it is.
+    pub desired: Desired,
+    /// Ids that must be in place first (on any target).
+    pub depends_on: Vec<ResourceId>,
+}
+
+impl Resource {
+    /// A resource whose id is derived from target, kind and `name`.
+    #[must_use]
+    pub fn new(target: Target, name: &str, desired: Desired) -> Self {
+        let id = ResourceId::new(&target.name, desired.kind(), name);
+        Self { id, target, desired, depends_on: Vec::new() }
+    }
+
+    /// Adds dependencies.
+    #[must_use]
+    pub fn after(mut self, ids: impl IntoIterator<Item = ResourceId>) -> Self {
+        self.depends_on.extend(ids);
+        self
+    }
+}
