@@ -121,7 +121,13 @@ impl Diagnostic {
         let _ = writeln!(out, "{level}[{}]: {}", self.id, self.message);
         match (&self.file, self.position) {
             (Some(file), Some(position)) => {
-                let _ = writeln!(out, "  --> {}:{}:{}", file.display(), position.line, position.column);
+                let _ = writeln!(
+                    out,
+                    "  --> {}:{}:{}",
+                    file.display(),
+                    position.line,
+                    position.column
+                );
             }
             (Some(file), None) => {
                 let _ = writeln!(out, "  --> {}", file.display());
@@ -154,7 +160,8 @@ fn token_width(line: &str, column: usize) -> usize {
     let token = if rest.starts_with(['{', '[']) {
         rest.len()
     } else {
-        rest.find([',', '}', ']', '#']).map_or(rest.len(), |end| end)
+        rest.find([',', '}', ']', '#'])
+            .map_or(rest.len(), |end| end)
     };
     rest[..token].trim_end().chars().count().max(1)
 }
@@ -182,11 +189,6 @@ impl Diagnostics {
         self.0.iter().filter(|d| d.is_error()).count()
     }
 
-    /// Iterates in order.
-    pub fn iter(&self) -> std::slice::Iter<'_, Diagnostic> {
-        self.0.iter()
-    }
-
     /// Whether there are none.
     #[must_use]
     pub fn is_empty(&self) -> bool {
@@ -196,8 +198,11 @@ impl Diagnostics {
     /// Sorts by file and position so output is stable.
     pub fn sort(&mut self) {
         self.0.sort_by(|a, b| {
-            (&a.file, a.position.map(|p| (p.line, p.column)), a.id)
-                .cmp(&(&b.file, b.position.map(|p| (p.line, p.column)), b.id))
+            (&a.file, a.position.map(|p| (p.line, p.column)), a.id).cmp(&(
+                &b.file,
+                b.position.map(|p| (p.line, p.column)),
+                b.id,
+            ))
         });
     }
 
@@ -233,11 +238,19 @@ impl IntoIterator for Diagnostics {
 /// The closest candidate to `word` within edit distance 3 (or a third of its length),
 /// for "did you mean" hints.
 #[must_use]
-pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     let limit = (word.chars().count() / 3).clamp(1, 3);
     candidates
         .into_iter()
-        .map(|candidate| (edit_distance(&word.to_lowercase(), &candidate.to_lowercase()), candidate))
+        .map(|candidate| {
+            (
+                edit_distance(&word.to_lowercase(), &candidate.to_lowercase()),
+                candidate,
+            )
+        })
         .filter(|(distance, _)| *distance <= limit)
         .min_by_key(|(distance, _)| *distance)
         .map(|(_, candidate)| candidate)
@@ -267,7 +280,10 @@ mod tests {
     #[test]
     fn suggests_close_names_only() {
         assert_eq!(did_you_mean("h10", ["a100", "h100", "h200"]), Some("h100"));
-        assert_eq!(did_you_mean("compte", ["compute", "controller"]), Some("compute"));
+        assert_eq!(
+            did_you_mean("compte", ["compute", "controller"]),
+            Some("compute")
+        );
         assert_eq!(did_you_mean("zzzz", ["h100", "b200"]), None);
     }
 

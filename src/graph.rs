@@ -50,8 +50,11 @@ pub fn build(resources: Vec<Resource>) -> Result<ResourceGraph, Diagnostics> {
     for (position, resource) in resources.iter().enumerate() {
         if index.insert(&resource.id, position).is_some() {
             diagnostics.push(
-                Diagnostic::error("duplicate-resource", format!("resource `{}` is rendered twice", resource.id))
-                    .help("two templates write the same path on the same target; rename one"),
+                Diagnostic::error(
+                    "duplicate-resource",
+                    format!("resource `{}` is rendered twice", resource.id),
+                )
+                .help("two templates write the same path on the same target; rename one"),
             );
         }
     }
@@ -68,7 +71,10 @@ pub fn build(resources: Vec<Resource>) -> Result<ResourceGraph, Diagnostics> {
                 None => diagnostics.push(
                     Diagnostic::error(
                         "unknown-dependency",
-                        format!("`{}` depends on `{dependency}`, which is not rendered", resource.id),
+                        format!(
+                            "`{}` depends on `{dependency}`, which is not rendered",
+                            resource.id
+                        ),
                     )
                     .help("a dependency must name a resource id of the form `target:kind:name`"),
                 ),
@@ -78,25 +84,36 @@ pub fn build(resources: Vec<Resource>) -> Result<ResourceGraph, Diagnostics> {
     if diagnostics.has_errors() {
         return Err(diagnostics);
     }
-    let order = match toposort(&graph, None) {
-        Ok(order) => order.into_iter().map(|n| graph[n]).collect(),
-        Err(_) => {
-            for component in kosaraju_scc(&graph) {
-                let is_cycle = component.len() > 1
-                    || component.first().is_some_and(|&n| graph.contains_edge(n, n));
-                if is_cycle {
-                    let mut names: Vec<&str> = component.iter().map(|&n| resources[graph[n]].id.as_str()).collect();
-                    names.sort_unstable();
-                    diagnostics.push(
-                        Diagnostic::error("dependency-cycle", format!("dependency cycle: {}", names.join(" → ")))
-                            .help("remove one of these dependencies"),
-                    );
-                }
+    let order = if let Ok(order) = toposort(&graph, None) {
+        order.into_iter().map(|n| graph[n]).collect()
+    } else {
+        for component in kosaraju_scc(&graph) {
+            let is_cycle = component.len() > 1
+                || component
+                    .first()
+                    .is_some_and(|&n| graph.contains_edge(n, n));
+            if is_cycle {
+                let mut names: Vec<&str> = component
+                    .iter()
+                    .map(|&n| resources[graph[n]].id.as_str())
+                    .collect();
+                names.sort_unstable();
+                diagnostics.push(
+                    Diagnostic::error(
+                        "dependency-cycle",
+                        format!("dependency cycle: {}", names.join(" → ")),
+                    )
+                    .help("remove one of these dependencies"),
+                );
             }
-            return Err(diagnostics);
         }
+        return Err(diagnostics);
     };
-    Ok(ResourceGraph { graph, resources, order })
+    Ok(ResourceGraph {
+        graph,
+        resources,
+        order,
+    })
 }
 
 #[cfg(test)]
@@ -106,9 +123,14 @@ mod tests {
 
     fn package(target: &str, name: &str, after: &[&str]) -> Resource {
         Resource::new(
-            Target { name: target.to_owned(), kind: TargetKind::Node },
+            Target {
+                name: target.to_owned(),
+                kind: TargetKind::Node,
+            },
             name,
-            Desired::Package { name: name.to_owned() },
+            Desired::Package {
+                name: name.to_owned(),
+            },
         )
         .after(after.iter().map(|id| ResourceId((*id).to_owned())))
     }
@@ -121,8 +143,19 @@ mod tests {
             package("head", "munge", &[]),
         ])
         .expect("acyclic");
-        let ids: Vec<&str> = graph.order.iter().map(|&i| graph.resources[i].id.as_str()).collect();
-        assert_eq!(ids, ["head:package:munge", "head:package:slurmctld", "node01:package:slurmd"]);
+        let ids: Vec<&str> = graph
+            .order
+            .iter()
+            .map(|&i| graph.resources[i].id.as_str())
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                "head:package:munge",
+                "head:package:slurmctld",
+                "node01:package:slurmd"
+            ]
+        );
     }
 
     #[test]
@@ -134,7 +167,10 @@ mod tests {
         ])
         .expect_err("cycle");
         let rendered = error.render();
-        assert!(rendered.contains("dependency cycle: a:package:x → a:package:y"), "{rendered}");
+        assert!(
+            rendered.contains("dependency cycle: a:package:x → a:package:y"),
+            "{rendered}"
+        );
         assert!(!rendered.contains("a:package:z"));
     }
 

@@ -43,9 +43,12 @@ pub fn load_text(path: &Path, text: String) -> Result<LoadedBlueprint, Diagnosti
     let mut value = yaml::parse_value(&source)?;
     if !matches!(value, Value::Mapping(_)) {
         return Err(Diagnostics(vec![
-            Diagnostic::error("not-a-mapping", "a blueprint is a mapping of keys (`version:`, `cluster:`…)")
-                .at(&source, "")
-                .help("start from an example in `blueprints/`"),
+            Diagnostic::error(
+                "not-a-mapping",
+                "a blueprint is a mapping of keys (`version:`, `cluster:`…)",
+            )
+            .at(&source, "")
+            .help("start from an example in `blueprints/`"),
         ]));
     }
     let variables = take_variables(&value);
@@ -72,7 +75,13 @@ fn take_variables(value: &Value) -> Mapping {
     }
 }
 
-fn interpolate(value: &mut Value, path: &str, vars: &Mapping, source: &SourceFile, out: &mut Diagnostics) {
+fn interpolate(
+    value: &mut Value,
+    path: &str,
+    vars: &Mapping,
+    source: &SourceFile,
+    out: &mut Diagnostics,
+) {
     match value {
         Value::String(text) if text.contains("${") => {
             if let Some(replacement) = substitute(text, path, vars, source, out) {
@@ -96,9 +105,17 @@ fn interpolate(value: &mut Value, path: &str, vars: &Mapping, source: &SourceFil
 }
 
 /// The substituted value, or `None` (with a diagnostic) when a variable is unknown.
-fn substitute(text: &str, path: &str, vars: &Mapping, source: &SourceFile, out: &mut Diagnostics) -> Option<Value> {
+fn substitute(
+    text: &str,
+    path: &str,
+    vars: &Mapping,
+    source: &SourceFile,
+    out: &mut Diagnostics,
+) -> Option<Value> {
     // A whole-string reference keeps the variable's type.
-    if let Some(name) = text.strip_prefix("${").and_then(|rest| rest.strip_suffix('}'))
+    if let Some(name) = text
+        .strip_prefix("${")
+        .and_then(|rest| rest.strip_suffix('}'))
         && !name.contains(['{', '}', '$'])
     {
         return lookup(name.trim(), path, vars, source, out).cloned();
@@ -114,9 +131,12 @@ fn substitute(text: &str, path: &str, vars: &Mapping, source: &SourceFile, out: 
         } else if let Some(open) = after.strip_prefix("${") {
             let Some(end) = open.find('}') else {
                 out.push(
-                    Diagnostic::error("unclosed-variable", format!("`${{` without a closing `}}` in `{text}`"))
-                        .at(source, path)
-                        .help("write `${name}`, or `$${` for a literal `${`"),
+                    Diagnostic::error(
+                        "unclosed-variable",
+                        format!("`${{` without a closing `}}` in `{text}`"),
+                    )
+                    .at(source, path)
+                    .help("write `${name}`, or `$${` for a literal `${`"),
                 );
                 return None;
             };
@@ -132,7 +152,13 @@ fn substitute(text: &str, path: &str, vars: &Mapping, source: &SourceFile, out: 
     Some(Value::String(result))
 }
 
-fn lookup<'v>(name: &str, path: &str, vars: &'v Mapping, source: &SourceFile, out: &mut Diagnostics) -> Option<&'v Value> {
+fn lookup<'v>(
+    name: &str,
+    path: &str,
+    vars: &'v Mapping,
+    source: &SourceFile,
+    out: &mut Diagnostics,
+) -> Option<&'v Value> {
     if let Some(value) = vars.get(name) {
         return Some(value);
     }
@@ -143,9 +169,12 @@ fn lookup<'v>(name: &str, path: &str, vars: &'v Mapping, source: &SourceFile, ou
         None => format!("declare it under `vars:` (declared: {})", known.join(", ")),
     };
     out.push(
-        Diagnostic::error("unknown-variable", format!("variable `{name}` is not declared"))
-            .at(source, path)
-            .help(help),
+        Diagnostic::error(
+            "unknown-variable",
+            format!("variable `{name}` is not declared"),
+        )
+        .at(source, path)
+        .help(help),
     );
     None
 }
@@ -154,6 +183,8 @@ fn scalar_text(value: &Value) -> String {
     match value {
         Value::String(text) => text.clone(),
         Value::Null => String::new(),
-        other => serde_norway::to_string(other).map(|s| s.trim_end().to_owned()).unwrap_or_default(),
+        other => serde_norway::to_string(other)
+            .map(|s| s.trim_end().to_owned())
+            .unwrap_or_default(),
     }
 }

@@ -7,7 +7,7 @@
 /// Names with the same prefix and digit width form ranges.
 #[must_use]
 pub fn compress<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
-    let mut parts: Vec<(String, usize, Vec<(u64, u64)>)> = Vec::new();
+    let mut parts: Vec<RangedPrefix> = Vec::new();
     let mut plain: Vec<String> = Vec::new();
     let mut order: Vec<Entry> = Vec::new();
     for name in names {
@@ -64,6 +64,9 @@ pub fn compress<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
     rendered.join(",")
 }
 
+/// A name prefix, its digit width and the number ranges seen with it.
+type RangedPrefix = (String, usize, Vec<(u64, u64)>);
+
 enum Entry {
     Plain(usize),
     Ranged(usize),
@@ -75,7 +78,10 @@ mod tests {
 
     #[test]
     fn compresses_ranges_and_keeps_singletons() {
-        assert_eq!(compress(["node01", "node02", "node03", "node04"]), "node[01-04]");
+        assert_eq!(
+            compress(["node01", "node02", "node03", "node04"]),
+            "node[01-04]"
+        );
         assert_eq!(compress(["gpu001", "gpu002", "gpu004"]), "gpu[001-002,004]");
         assert_eq!(compress(["head"]), "head");
         assert_eq!(compress(["node7"]), "node7");

@@ -54,7 +54,11 @@ impl Renderer {
     pub fn embedded() -> Result<Self, RenderError> {
         let mut env = new_environment();
         for (name, text) in templates::EMBEDDED {
-            env.add_template(name, text).map_err(|source| RenderError::Template { template: (*name).to_owned(), source })?;
+            env.add_template(name, text)
+                .map_err(|source| RenderError::Template {
+                    template: (*name).to_owned(),
+                    source,
+                })?;
         }
         Ok(Self { env })
     }
@@ -68,13 +72,18 @@ impl Renderer {
         for (name, text) in templates::EMBEDDED {
             let path = dir.join(name);
             let text = if path.exists() {
-                std::fs::read_to_string(&path)
-                    .map_err(|source| RenderError::Read { path: path.display().to_string(), source })?
+                std::fs::read_to_string(&path).map_err(|source| RenderError::Read {
+                    path: path.display().to_string(),
+                    source,
+                })?
             } else {
                 (*text).to_owned()
             };
             env.add_template_owned(*name, text)
-                .map_err(|source| RenderError::Template { template: (*name).to_owned(), source })?;
+                .map_err(|source| RenderError::Template {
+                    template: (*name).to_owned(),
+                    source,
+                })?;
         }
         Ok(Self { env })
     }
@@ -84,17 +93,34 @@ impl Renderer {
     /// # Errors
     /// [`RenderError::Template`] naming the template.
     pub fn render(&self, name: &str, context: impl Serialize) -> Result<String, RenderError> {
-        let template = self.env.get_template(name).map_err(|source| RenderError::Template { template: name.to_owned(), source })?;
-        template.render(context).map_err(|source| RenderError::Template { template: name.to_owned(), source })
+        let template = self
+            .env
+            .get_template(name)
+            .map_err(|source| RenderError::Template {
+                template: name.to_owned(),
+                source,
+            })?;
+        template
+            .render(minijinja::value::Serde(context))
+            .map_err(|source| RenderError::Template {
+                template: name.to_owned(),
+                source,
+            })
     }
 }
 
 fn new_environment() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
-    env.set_keep_trailing_newline(true);
-    env.set_trim_blocks(true);
-    env.set_lstrip_blocks(true);
+    // Jinja's usual config-file settings: block tags do not leave blank lines.
+    if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder()
+        .trim_blocks(true)
+        .lstrip_blocks(true)
+        .keep_trailing_newline(true)
+        .build()
+    {
+        env.set_syntax(syntax);
+    }
     env
 }
 
@@ -102,7 +128,11 @@ fn new_environment() -> Environment<'static> {
 ///
 /// # Errors
 /// The first template that fails.
-pub fn render(model: &Model, inventory: Option<&Inventory>, renderer: &Renderer) -> Result<Vec<Resource>, RenderError> {
+pub fn render(
+    model: &Model,
+    inventory: Option<&Inventory>,
+    renderer: &Renderer,
+) -> Result<Vec<Resource>, RenderError> {
     let _ = (model, inventory, renderer);
     Ok(Vec::new())
 }
