@@ -174,7 +174,7 @@ impl MarkedEventReceiver for Builder {
     fn on_event(&mut self, event: Event, mark: Marker) {
         let position = Position {
             line: mark.line(),
-            column: mark.col() + usize::from(mark.col() == 0),
+            column: mark.col() + 1, // yaml-rust2 columns are 0-based
         };
         match event {
             Event::Scalar(text, ..) => {
