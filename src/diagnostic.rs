@@ -121,13 +121,7 @@ impl Diagnostic {
         let _ = writeln!(out, "{level}[{}]: {}", self.id, self.message);
         match (&self.file, self.position) {
             (Some(file), Some(position)) => {
-                let _ = writeln!(
-                    out,
-                    "  --> {}:{}:{}",
-                    file.display(),
-                    position.line,
-                    position.column
-                );
+                let _ = writeln!(out, "  --> {}:{}:{}", file.display(), position.line, position.column);
             }
             (Some(file), None) => {
                 let _ = writeln!(out, "  --> {}", file.display());
@@ -160,8 +154,7 @@ fn token_width(line: &str, column: usize) -> usize {
     let token = if rest.starts_with(['{', '[']) {
         rest.len()
     } else {
-        rest.find([',', '}', ']', '#'])
-            .map_or(rest.len(), |end| end)
+        rest.find([',', '}', ']', '#']).map_or(rest.len(), |end| end)
     };
     rest[..token].trim_end().chars().count().max(1)
 }
@@ -238,19 +231,11 @@ impl IntoIterator for Diagnostics {
 /// The closest candidate to `word` within edit distance 3 (or a third of its length),
 /// for "did you mean" hints.
 #[must_use]
-pub fn did_you_mean<'a>(
-    word: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> Option<&'a str> {
+pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let limit = (word.chars().count() / 3).clamp(1, 3);
     candidates
         .into_iter()
-        .map(|candidate| {
-            (
-                edit_distance(&word.to_lowercase(), &candidate.to_lowercase()),
-                candidate,
-            )
-        })
+        .map(|candidate| (edit_distance(&word.to_lowercase(), &candidate.to_lowercase()), candidate))
         .filter(|(distance, _)| *distance <= limit)
         .min_by_key(|(distance, _)| *distance)
         .map(|(_, candidate)| candidate)
@@ -280,10 +265,7 @@ mod tests {
     #[test]
     fn suggests_close_names_only() {
         assert_eq!(did_you_mean("h10", ["a100", "h100", "h200"]), Some("h100"));
-        assert_eq!(
-            did_you_mean("compte", ["compute", "controller"]),
-            Some("compute")
-        );
+        assert_eq!(did_you_mean("compte", ["compute", "controller"]), Some("compute"));
         assert_eq!(did_you_mean("zzzz", ["h100", "b200"]), None);
     }
 

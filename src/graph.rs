@@ -26,16 +26,12 @@ pub struct ResourceGraph {
 impl ResourceGraph {
     /// Indexes of the resources `index` depends on directly.
     pub fn dependencies(&self, index: usize) -> impl Iterator<Item = usize> + '_ {
-        self.graph
-            .neighbors_directed(NodeIndex::new(index), petgraph::Direction::Incoming)
-            .map(|n| self.graph[n])
+        self.graph.neighbors_directed(NodeIndex::new(index), petgraph::Direction::Incoming).map(|n| self.graph[n])
     }
 
     /// Indexes of the resources that depend on `index` directly.
     pub fn dependents(&self, index: usize) -> impl Iterator<Item = usize> + '_ {
-        self.graph
-            .neighbors_directed(NodeIndex::new(index), petgraph::Direction::Outgoing)
-            .map(|n| self.graph[n])
+        self.graph.neighbors_directed(NodeIndex::new(index), petgraph::Direction::Outgoing).map(|n| self.graph[n])
     }
 }
 
@@ -50,11 +46,8 @@ pub fn build(resources: Vec<Resource>) -> Result<ResourceGraph, Diagnostics> {
     for (position, resource) in resources.iter().enumerate() {
         if index.insert(&resource.id, position).is_some() {
             diagnostics.push(
-                Diagnostic::error(
-                    "duplicate-resource",
-                    format!("resource `{}` is rendered twice", resource.id),
-                )
-                .help("two templates write the same path on the same target; rename one"),
+                Diagnostic::error("duplicate-resource", format!("resource `{}` is rendered twice", resource.id))
+                    .help("two templates write the same path on the same target; rename one"),
             );
         }
     }
@@ -71,10 +64,7 @@ pub fn build(resources: Vec<Resource>) -> Result<ResourceGraph, Diagnostics> {
                 None => diagnostics.push(
                     Diagnostic::error(
                         "unknown-dependency",
-                        format!(
-                            "`{}` depends on `{dependency}`, which is not rendered",
-                            resource.id
-                        ),
+                        format!("`{}` depends on `{dependency}`, which is not rendered", resource.id),
                     )
                     .help("a dependency must name a resource id of the form `target:kind:name`"),
                 ),
@@ -88,32 +78,19 @@ pub fn build(resources: Vec<Resource>) -> Result<ResourceGraph, Diagnostics> {
         order.into_iter().map(|n| graph[n]).collect()
     } else {
         for component in kosaraju_scc(&graph) {
-            let is_cycle = component.len() > 1
-                || component
-                    .first()
-                    .is_some_and(|&n| graph.contains_edge(n, n));
+            let is_cycle = component.len() > 1 || component.first().is_some_and(|&n| graph.contains_edge(n, n));
             if is_cycle {
-                let mut names: Vec<&str> = component
-                    .iter()
-                    .map(|&n| resources[graph[n]].id.as_str())
-                    .collect();
+                let mut names: Vec<&str> = component.iter().map(|&n| resources[graph[n]].id.as_str()).collect();
                 names.sort_unstable();
                 diagnostics.push(
-                    Diagnostic::error(
-                        "dependency-cycle",
-                        format!("dependency cycle: {}", names.join(" → ")),
-                    )
-                    .help("remove one of these dependencies"),
+                    Diagnostic::error("dependency-cycle", format!("dependency cycle: {}", names.join(" → ")))
+                        .help("remove one of these dependencies"),
                 );
             }
         }
         return Err(diagnostics);
     };
-    Ok(ResourceGraph {
-        graph,
-        resources,
-        order,
-    })
+    Ok(ResourceGraph { graph, resources, order })
 }
 
 #[cfg(test)]
@@ -123,14 +100,9 @@ mod tests {
 
     fn package(target: &str, name: &str, after: &[&str]) -> Resource {
         Resource::new(
-            Target {
-                name: target.to_owned(),
-                kind: TargetKind::Node,
-            },
+            Target { name: target.to_owned(), kind: TargetKind::Node },
             name,
-            Desired::Package {
-                name: name.to_owned(),
-            },
+            Desired::Package { name: name.to_owned() },
         )
         .after(after.iter().map(|id| ResourceId((*id).to_owned())))
     }
@@ -143,19 +115,8 @@ mod tests {
             package("head", "munge", &[]),
         ])
         .expect("acyclic");
-        let ids: Vec<&str> = graph
-            .order
-            .iter()
-            .map(|&i| graph.resources[i].id.as_str())
-            .collect();
-        assert_eq!(
-            ids,
-            [
-                "head:package:munge",
-                "head:package:slurmctld",
-                "node01:package:slurmd"
-            ]
-        );
+        let ids: Vec<&str> = graph.order.iter().map(|&i| graph.resources[i].id.as_str()).collect();
+        assert_eq!(ids, ["head:package:munge", "head:package:slurmctld", "node01:package:slurmd"]);
     }
 
     #[test]
@@ -167,10 +128,7 @@ mod tests {
         ])
         .expect_err("cycle");
         let rendered = error.render();
-        assert!(
-            rendered.contains("dependency cycle: a:package:x → a:package:y"),
-            "{rendered}"
-        );
+        assert!(rendered.contains("dependency cycle: a:package:x → a:package:y"), "{rendered}");
         assert!(!rendered.contains("a:package:z"));
     }
 

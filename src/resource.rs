@@ -185,29 +185,13 @@ impl Desired {
     #[must_use]
     pub fn fingerprint(&self) -> String {
         match self {
-            Self::File {
-                content,
-                mode,
-                owner,
-                group,
-                ..
-            } => {
-                format!(
-                    "sha256:{} mode:{mode:o} owner:{owner}:{group}",
-                    content.sha256()
-                )
+            Self::File { content, mode, owner, group, .. } => {
+                format!("sha256:{} mode:{mode:o} owner:{owner}:{group}", content.sha256())
             }
             Self::Directory { mode, owner, .. } => format!("dir mode:{mode:o} owner:{owner}"),
             Self::Package { name } => format!("package:{name}"),
-            Self::Service {
-                enabled, running, ..
-            } => format!("service enabled:{enabled} running:{running}"),
-            Self::Command {
-                argv,
-                creates,
-                unless,
-                ..
-            } => {
+            Self::Service { enabled, running, .. } => format!("service enabled:{enabled} running:{running}"),
+            Self::Command { argv, creates, unless, .. } => {
                 let digest = Sha256::digest(format!("{argv:?}{creates:?}{unless:?}").as_bytes());
                 format!("command:{}", hex::encode(&digest[..8]))
             }
@@ -233,12 +217,7 @@ impl Resource {
     #[must_use]
     pub fn new(target: Target, name: &str, desired: Desired) -> Self {
         let id = ResourceId::new(&target.name, desired.kind(), name);
-        Self {
-            id,
-            target,
-            desired,
-            depends_on: Vec::new(),
-        }
+        Self { id, target, desired, depends_on: Vec::new() }
     }
 
     /// Adds dependencies.

@@ -37,11 +37,7 @@ impl SourceFile {
     #[must_use]
     pub fn new(path: impl Into<PathBuf>, text: String) -> Self {
         let map = SourceMap::index(&text);
-        Self {
-            path: path.into(),
-            text,
-            map,
-        }
+        Self { path: path.into(), text, map }
     }
 
     /// The text of line `line` (1-based), without its newline.
@@ -77,9 +73,7 @@ impl SourceMap {
         let mut parser = Parser::new_from_str(text);
         // A parse error leaves a partial map: enough for everything before it.
         let _ = parser.load(&mut builder, false);
-        Self {
-            values: builder.values,
-        }
+        Self { values: builder.values }
     }
 
     /// The position of `key_path`; when the path does not exist (a missing key),
@@ -116,11 +110,7 @@ fn parent(path: &str) -> &str {
 /// Joins a key path and a mapping key.
 #[must_use]
 pub fn join_key(parent: &str, key: &str) -> String {
-    if parent.is_empty() {
-        key.to_owned()
-    } else {
-        format!("{parent}.{key}")
-    }
+    if parent.is_empty() { key.to_owned() } else { format!("{parent}.{key}") }
 }
 
 /// Joins a key path and a sequence index.
@@ -130,14 +120,8 @@ pub fn join_index(parent: &str, index: usize) -> String {
 }
 
 enum Frame {
-    Mapping {
-        path: String,
-        pending_key: Option<String>,
-    },
-    Sequence {
-        path: String,
-        next: usize,
-    },
+    Mapping { path: String, pending_key: Option<String> },
+    Sequence { path: String, next: usize },
 }
 
 #[derive(Default)]
@@ -190,10 +174,7 @@ impl MarkedEventReceiver for Builder {
             Event::MappingStart(..) => {
                 let path = self.next_node_path(None).unwrap_or_default();
                 self.values.entry(path.clone()).or_insert(position);
-                self.stack.push(Frame::Mapping {
-                    path,
-                    pending_key: None,
-                });
+                self.stack.push(Frame::Mapping { path, pending_key: None });
             }
             Event::SequenceStart(..) => {
                 let path = self.next_node_path(None).unwrap_or_default();
@@ -217,33 +198,15 @@ mod tests {
     #[test]
     fn maps_nested_keys_and_sequence_items() {
         let map = SourceMap::index(TEXT);
-        assert_eq!(
-            map.locate("cluster.name"),
-            Some(Position { line: 2, column: 9 })
-        );
-        assert_eq!(
-            map.locate("node_groups[1].name"),
-            Some(Position {
-                line: 6,
-                column: 13
-            })
-        );
-        assert_eq!(
-            map.locate("node_groups[1].gpu.model"),
-            Some(Position {
-                line: 7,
-                column: 18
-            })
-        );
+        assert_eq!(map.locate("cluster.name"), Some(Position { line: 2, column: 9 }));
+        assert_eq!(map.locate("node_groups[1].name"), Some(Position { line: 6, column: 11 }));
+        assert_eq!(map.locate("node_groups[1].gpu.model"), Some(Position { line: 7, column: 18 }));
     }
 
     #[test]
     fn a_missing_key_falls_back_to_its_parent() {
         let map = SourceMap::index(TEXT);
-        assert_eq!(
-            map.locate("node_groups[0].cpus"),
-            map.locate("node_groups[0]")
-        );
+        assert_eq!(map.locate("node_groups[0].cpus"), map.locate("node_groups[0]"));
         assert!(!map.contains("node_groups[0].cpus"));
     }
 }

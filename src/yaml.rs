@@ -29,11 +29,8 @@ pub fn read_text(path: &Path) -> Result<String, Diagnostics> {
         Ok(bytes) => bytes,
         Err(error) => {
             return fail(
-                Diagnostic::error(
-                    "unreadable-file",
-                    format!("cannot read `{}`: {error}", path.display()),
-                )
-                .help("check the path and its permissions"),
+                Diagnostic::error("unreadable-file", format!("cannot read `{}`: {error}", path.display()))
+                    .help("check the path and its permissions"),
             );
         }
     };
@@ -41,29 +38,21 @@ pub fn read_text(path: &Path) -> Result<String, Diagnostics> {
         return fail(
             Diagnostic::error(
                 "file-too-large",
-                format!(
-                    "file is {} bytes, the limit is {MAX_FILE_BYTES}",
-                    bytes.len()
-                ),
+                format!("file is {} bytes, the limit is {MAX_FILE_BYTES}", bytes.len()),
             )
             .help("a blueprint declares node groups with a count, not one entry per node"),
         );
     }
     match String::from_utf8(bytes) {
-        Ok(text) if text.trim().is_empty() => fail(
-            Diagnostic::error("empty-file", "file is empty")
-                .help("start from an example in `blueprints/`"),
-        ),
+        Ok(text) if text.trim().is_empty() => {
+            fail(Diagnostic::error("empty-file", "file is empty").help("start from an example in `blueprints/`"))
+        }
         Ok(text) => Ok(text),
         Err(error) => {
             let valid = &error.as_bytes()[..error.utf8_error().valid_up_to()];
             let valid = String::from_utf8_lossy(valid);
             let line = valid.matches('\n').count() + 1;
-            let column = valid
-                .rsplit('\n')
-                .next()
-                .map_or(0, |last| last.chars().count())
-                + 1;
+            let column = valid.rsplit('\n').next().map_or(0, |last| last.chars().count()) + 1;
             let mut diagnostic = Diagnostic::error(
                 "not-utf8",
                 format!("file is not UTF-8 (invalid byte at line {line}, column {column})"),
@@ -85,22 +74,12 @@ pub fn parse_value(source: &SourceFile) -> Result<Value, Diagnostics> {
     serde_norway::from_str::<Value>(&source.text).map_err(|error| {
         let message = error.to_string();
         // serde_norway appends " at line L column C"; the position is shown separately.
-        let message = message
-            .split(" at line ")
-            .next()
-            .unwrap_or(&message)
-            .to_owned();
+        let message = message.split(" at line ").next().unwrap_or(&message).to_owned();
         let mut diagnostic = Diagnostic::error("yaml-syntax", format!("invalid YAML: {message}"))
             .help(syntax_help(&message))
             .in_file(&source.path);
         if let Some(location) = error.location() {
-            diagnostic = diagnostic.at_position(
-                source,
-                Position {
-                    line: location.line(),
-                    column: location.column(),
-                },
-            );
+            diagnostic = diagnostic.at_position(source, Position { line: location.line(), column: location.column() });
         }
         Diagnostics(vec![diagnostic])
     })
@@ -123,10 +102,7 @@ fn syntax_help(message: &str) -> &'static str {
 /// # Errors
 /// One diagnostic (serde stops at the first type error) with id `unknown-key`,
 /// `missing-key` or `wrong-type`.
-pub fn deserialize<T: DeserializeOwned>(
-    source: &SourceFile,
-    value: Value,
-) -> Result<T, Diagnostics> {
+pub fn deserialize<T: DeserializeOwned>(source: &SourceFile, value: Value) -> Result<T, Diagnostics> {
     serde_path_to_error::deserialize::<_, T>(value).map_err(|error| {
         let path = error.path().to_string();
         let path = if path == "." { String::new() } else { path };
@@ -136,11 +112,7 @@ pub fn deserialize<T: DeserializeOwned>(
 }
 
 fn describe_serde_error(source: &SourceFile, path: &str, message: &str) -> Diagnostic {
-    let shown_path = if path.is_empty() {
-        "the top level"
-    } else {
-        path
-    };
+    let shown_path = if path.is_empty() { "the top level" } else { path };
     if let Some(rest) = message.strip_prefix("unknown field `") {
         let key = rest.split('`').next().unwrap_or_default();
         let expected: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
@@ -150,27 +122,18 @@ fn describe_serde_error(source: &SourceFile, path: &str, message: &str) -> Diagn
             path.to_owned()
         };
         let help = match did_you_mean(key, expected.iter().copied()) {
-            Some(close) => format!(
-                "did you mean `{close}`? allowed here: {}",
-                expected.join(", ")
-            ),
+            Some(close) => format!("did you mean `{close}`? allowed here: {}", expected.join(", ")),
             None => format!("allowed here: {}", expected.join(", ")),
         };
-        return Diagnostic::error(
-            "unknown-key",
-            format!("unknown key `{key}` in {}", parent_of(shown_path, key)),
-        )
-        .at(source, key_path)
-        .help(help);
+        return Diagnostic::error("unknown-key", format!("unknown key `{key}` in {}", parent_of(shown_path, key)))
+            .at(source, key_path)
+            .help(help);
     }
     if let Some(rest) = message.strip_prefix("missing field `") {
         let key = rest.split('`').next().unwrap_or_default();
-        return Diagnostic::error(
-            "missing-key",
-            format!("missing key `{key}` in {shown_path}"),
-        )
-        .at(source, path)
-        .help(format!("add `{key}:`; `toolkit schema` lists every key"));
+        return Diagnostic::error("missing-key", format!("missing key `{key}` in {shown_path}"))
+            .at(source, path)
+            .help(format!("add `{key}:`; `toolkit schema` lists every key"));
     }
     if let Some(rest) = message.strip_prefix("unknown variant `") {
         let value = rest.split('`').next().unwrap_or_default();
@@ -179,32 +142,21 @@ fn describe_serde_error(source: &SourceFile, path: &str, message: &str) -> Diagn
             Some(close) => format!("did you mean `{close}`? one of: {}", expected.join(", ")),
             None => format!("one of: {}", expected.join(", ")),
         };
-        return Diagnostic::error(
-            "unknown-value",
-            format!("`{value}` is not allowed for `{shown_path}`"),
-        )
-        .at(source, path)
-        .help(help);
+        return Diagnostic::error("unknown-value", format!("`{value}` is not allowed for `{shown_path}`"))
+            .at(source, path)
+            .help(help);
     }
     let help = if message.contains("secrets are never") {
         "put the secret in an environment variable or a file readable only by you"
     } else {
         "`toolkit schema` shows the expected type of every key"
     };
-    Diagnostic::error("wrong-type", format!("`{shown_path}`: {message}"))
-        .at(source, path)
-        .help(help)
+    Diagnostic::error("wrong-type", format!("`{shown_path}`: {message}")).at(source, path).help(help)
 }
 
 fn parent_of(path: &str, key: &str) -> String {
-    let parent = path
-        .strip_suffix(key)
-        .map_or(path, |p| p.trim_end_matches('.'));
-    if parent.is_empty() || parent == "the top level" {
-        "the top level".to_owned()
-    } else {
-        format!("`{parent}`")
-    }
+    let parent = path.strip_suffix(key).map_or(path, |p| p.trim_end_matches('.'));
+    if parent.is_empty() || parent == "the top level" { "the top level".to_owned() } else { format!("`{parent}`") }
 }
 
 /// Reads, parses and deserializes `path` in one step (no interpolation).

@@ -23,22 +23,15 @@ fn unknown_gpu_models(loaded: &LoadedBlueprint, out: &mut Diagnostics) {
         let Some(g) = &group.gpu else { continue };
         if gpu::find(&g.model).is_none() {
             let help = match did_you_mean(&g.model, gpu::names()) {
-                Some(close) => format!(
-                    "did you mean `{close}`? known models: {}",
-                    gpu::names().collect::<Vec<_>>().join(", ")
-                ),
-                None => format!(
-                    "known models: {}",
-                    gpu::names().collect::<Vec<_>>().join(", ")
-                ),
+                Some(close) => {
+                    format!("did you mean `{close}`? known models: {}", gpu::names().collect::<Vec<_>>().join(", "))
+                }
+                None => format!("known models: {}", gpu::names().collect::<Vec<_>>().join(", ")),
             };
             out.push(
-                Diagnostic::error(
-                    "unknown-gpu-model",
-                    format!("GPU model `{}` is not known", g.model),
-                )
-                .at(&loaded.source, format!("node_groups[{index}].gpu.model"))
-                .help(help),
+                Diagnostic::error("unknown-gpu-model", format!("GPU model `{}` is not known", g.model))
+                    .at(&loaded.source, format!("node_groups[{index}].gpu.model"))
+                    .help(help),
             );
         }
     }

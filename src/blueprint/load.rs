@@ -43,12 +43,9 @@ pub fn load_text(path: &Path, text: String) -> Result<LoadedBlueprint, Diagnosti
     let mut value = yaml::parse_value(&source)?;
     if !matches!(value, Value::Mapping(_)) {
         return Err(Diagnostics(vec![
-            Diagnostic::error(
-                "not-a-mapping",
-                "a blueprint is a mapping of keys (`version:`, `cluster:`…)",
-            )
-            .at(&source, "")
-            .help("start from an example in `blueprints/`"),
+            Diagnostic::error("not-a-mapping", "a blueprint is a mapping of keys (`version:`, `cluster:`…)")
+                .at(&source, "")
+                .help("start from an example in `blueprints/`"),
         ]));
     }
     let variables = take_variables(&value);
@@ -75,13 +72,7 @@ fn take_variables(value: &Value) -> Mapping {
     }
 }
 
-fn interpolate(
-    value: &mut Value,
-    path: &str,
-    vars: &Mapping,
-    source: &SourceFile,
-    out: &mut Diagnostics,
-) {
+fn interpolate(value: &mut Value, path: &str, vars: &Mapping, source: &SourceFile, out: &mut Diagnostics) {
     match value {
         Value::String(text) if text.contains("${") => {
             if let Some(replacement) = substitute(text, path, vars, source, out) {
@@ -105,17 +96,9 @@ fn interpolate(
 }
 
 /// The substituted value, or `None` (with a diagnostic) when a variable is unknown.
-fn substitute(
-    text: &str,
-    path: &str,
-    vars: &Mapping,
-    source: &SourceFile,
-    out: &mut Diagnostics,
-) -> Option<Value> {
+fn substitute(text: &str, path: &str, vars: &Mapping, source: &SourceFile, out: &mut Diagnostics) -> Option<Value> {
     // A whole-string reference keeps the variable's type.
-    if let Some(name) = text
-        .strip_prefix("${")
-        .and_then(|rest| rest.strip_suffix('}'))
+    if let Some(name) = text.strip_prefix("${").and_then(|rest| rest.strip_suffix('}'))
         && !name.contains(['{', '}', '$'])
     {
         return lookup(name.trim(), path, vars, source, out).cloned();
@@ -131,12 +114,9 @@ fn substitute(
         } else if let Some(open) = after.strip_prefix("${") {
             let Some(end) = open.find('}') else {
                 out.push(
-                    Diagnostic::error(
-                        "unclosed-variable",
-                        format!("`${{` without a closing `}}` in `{text}`"),
-                    )
-                    .at(source, path)
-                    .help("write `${name}`, or `$${` for a literal `${`"),
+                    Diagnostic::error("unclosed-variable", format!("`${{` without a closing `}}` in `{text}`"))
+                        .at(source, path)
+                        .help("write `${name}`, or `$${` for a literal `${`"),
                 );
                 return None;
             };
@@ -169,12 +149,7 @@ fn lookup<'v>(
         None => format!("declare it under `vars:` (declared: {})", known.join(", ")),
     };
     out.push(
-        Diagnostic::error(
-            "unknown-variable",
-            format!("variable `{name}` is not declared"),
-        )
-        .at(source, path)
-        .help(help),
+        Diagnostic::error("unknown-variable", format!("variable `{name}` is not declared")).at(source, path).help(help),
     );
     None
 }
@@ -183,8 +158,6 @@ fn scalar_text(value: &Value) -> String {
     match value {
         Value::String(text) => text.clone(),
         Value::Null => String::new(),
-        other => serde_norway::to_string(other)
-            .map(|s| s.trim_end().to_owned())
-            .unwrap_or_default(),
+        other => serde_norway::to_string(other).map(|s| s.trim_end().to_owned()).unwrap_or_default(),
     }
 }

@@ -12,11 +12,7 @@ pub struct Args {
 #[allow(clippy::unnecessary_wraps)] // every command has the same signature
 pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
     let output = args.paths.output;
-    let Some(inputs) = load_checked(
-        &args.paths.blueprint,
-        args.paths.inventory.as_deref(),
-        output,
-    ) else {
+    let Some(inputs) = load_checked(&args.paths.blueprint, args.paths.inventory.as_deref(), output) else {
         return Ok(Status::Error);
     };
     print_diagnostics(&inputs.diagnostics, output);

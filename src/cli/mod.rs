@@ -121,11 +121,7 @@ pub(crate) fn load_checked(
     }
     diagnostics.sort();
     match blueprint {
-        Some(blueprint) if !diagnostics.has_errors() => Some(Inputs {
-            blueprint,
-            inventory,
-            diagnostics,
-        }),
+        Some(blueprint) if !diagnostics.has_errors() => Some(Inputs { blueprint, inventory, diagnostics }),
         _ => {
             print_diagnostics(&diagnostics, output);
             None
@@ -139,10 +135,7 @@ pub(crate) fn print_diagnostics(diagnostics: &Diagnostics, output: OutputFormat)
         OutputFormat::Text => eprint!("{}", diagnostics.render()),
         OutputFormat::Json => {
             let json = serde_json::json!({ "format_version": 1, "diagnostics": diagnostics });
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&json).unwrap_or_default()
-            );
+            println!("{}", serde_json::to_string_pretty(&json).unwrap_or_default());
         }
     }
 }

@@ -11,11 +11,7 @@ pub struct Args {
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
-    let Some(inputs) = load_checked(
-        &args.paths.blueprint,
-        args.paths.inventory.as_deref(),
-        args.paths.output,
-    ) else {
+    let Some(inputs) = load_checked(&args.paths.blueprint, args.paths.inventory.as_deref(), args.paths.output) else {
         return Ok(Status::Error);
     };
     let model = model::expand(&inputs.blueprint.blueprint)?;

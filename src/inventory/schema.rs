@@ -173,8 +173,7 @@ impl<'de> Deserialize<'de> for SecretRef {
 
 struct SecretRefVisitor;
 
-const INLINE_SECRET: &str =
-    "secrets are never written inline: use `{env: VARIABLE}` or `{file: PATH}`";
+const INLINE_SECRET: &str = "secrets are never written inline: use `{env: VARIABLE}` or `{file: PATH}`";
 
 impl<'de> Visitor<'de> for SecretRefVisitor {
     type Value = SecretRef;
@@ -197,9 +196,7 @@ impl<'de> Visitor<'de> for SecretRefVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<SecretRef, A::Error> {
         let Some(key) = map.next_key::<String>()? else {
-            return Err(de::Error::custom(
-                "empty secret reference: use `{env: VARIABLE}` or `{file: PATH}`",
-            ));
+            return Err(de::Error::custom("empty secret reference: use `{env: VARIABLE}` or `{file: PATH}`"));
         };
         let reference = match key.as_str() {
             "env" => SecretRef::Env(map.next_value()?),
@@ -207,9 +204,7 @@ impl<'de> Visitor<'de> for SecretRefVisitor {
             other => return Err(de::Error::unknown_field(other, &["env", "file"])),
         };
         if map.next_key::<String>()?.is_some() {
-            return Err(de::Error::custom(
-                "a secret reference has exactly one of `env` or `file`",
-            ));
+            return Err(de::Error::custom("a secret reference has exactly one of `env` or `file`"));
         }
         Ok(reference)
     }

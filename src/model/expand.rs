@@ -56,18 +56,11 @@ pub const MANAGEMENT_RESERVED: u32 = 9;
 /// [`ExpandError`] for values `check` would have rejected.
 pub fn expand(blueprint: &Blueprint) -> Result<Model, ExpandError> {
     let compute = &blueprint.fabric.compute;
-    let mgmt: Ipv4Net = parse_cidr(
-        "fabric.management.inband.subnet",
-        &blueprint.fabric.management.inband.subnet,
-    )?;
+    let mgmt: Ipv4Net = parse_cidr("fabric.management.inband.subnet", &blueprint.fabric.management.inband.subnet)?;
     let total_nodes: usize = blueprint.node_groups.iter().map(|g| g.count as usize).sum();
     let mgmt_room = addressing::usable_hosts(mgmt).saturating_sub(u64::from(MANAGEMENT_RESERVED));
     if total_nodes as u64 > mgmt_room {
-        return Err(ExpandError::ManagementTooSmall {
-            subnet: mgmt,
-            needed: total_nodes,
-            fits: mgmt_room,
-        });
+        return Err(ExpandError::ManagementTooSmall { subnet: mgmt, needed: total_nodes, fits: mgmt_room });
     }
     let fabric_nodes: u32 = blueprint
         .node_groups
@@ -98,14 +91,8 @@ pub fn expand(blueprint: &Blueprint) -> Result<Model, ExpandError> {
         host_mtu,
         roce: compute.roce,
         infiniband: compute.infiniband.clone(),
-        rail_pool: parse_cidr(
-            "fabric.compute.addressing.rail_pool",
-            &compute.addressing.rail_pool,
-        )?,
-        loopback_pool: parse_cidr(
-            "fabric.compute.addressing.loopback_pool",
-            &compute.addressing.loopback_pool,
-        )?,
+        rail_pool: parse_cidr("fabric.compute.addressing.rail_pool", &compute.addressing.rail_pool)?,
+        loopback_pool: parse_cidr("fabric.compute.addressing.loopback_pool", &compute.addressing.loopback_pool)?,
         spine_asn: compute.addressing.spine_asn,
         leaf_asn_base: compute.addressing.leaf_asn_base,
         core_asn: compute.addressing.core_asn,
@@ -123,10 +110,7 @@ pub fn expand(blueprint: &Blueprint) -> Result<Model, ExpandError> {
             _ => None,
         };
         let first = nodes.len();
-        let rail_count = spec
-            .rail_nics
-            .as_ref()
-            .map_or(0, |nics| nics.count.min(compute.rails));
+        let rail_count = spec.rail_nics.as_ref().map_or(0, |nics| nics.count.min(compute.rails));
         for offset in 0..spec.count {
             let name = hostname(&spec.hostname, spec.start_index + offset);
             let mgmt_address = addressing::nth_host(mgmt, MANAGEMENT_RESERVED + nodes.len() as u32);
@@ -157,13 +141,7 @@ pub fn expand(blueprint: &Blueprint) -> Result<Model, ExpandError> {
                     fabric_slot += 1;
                 }
             }
-            nodes.push(Node {
-                name,
-                group: group_index,
-                mgmt_address,
-                su,
-                rails,
-            });
+            nodes.push(Node { name, group: group_index, mgmt_address, su, rails });
         }
         let range = first..nodes.len();
         let hostlist = hostlist::compress(nodes[range.clone()].iter().map(|n| n.name.as_str()));
@@ -174,11 +152,7 @@ pub fn expand(blueprint: &Blueprint) -> Result<Model, ExpandError> {
             hostlist,
             gpu: gpu_model,
             gpus_per_node: spec.gpu.as_ref().map_or(0, |g| g.count),
-            cpu: spec.cpu.unwrap_or(Cpu {
-                sockets: 1,
-                cores_per_socket: 1,
-                threads_per_core: 1,
-            }),
+            cpu: spec.cpu.unwrap_or(Cpu { sockets: 1, cores_per_socket: 1, threads_per_core: 1 }),
             memory_mib: spec.memory_gib.map_or(0, |gib| u64::from(gib) * 1024),
             rail_nics: rail_count,
         });
@@ -199,10 +173,7 @@ pub fn expand(blueprint: &Blueprint) -> Result<Model, ExpandError> {
 }
 
 fn parse_cidr(field: &'static str, value: &str) -> Result<Ipv4Net, ExpandError> {
-    value.parse().map_err(|_| ExpandError::BadCidr {
-        field,
-        value: value.to_owned(),
-    })
+    value.parse().map_err(|_| ExpandError::BadCidr { field, value: value.to_owned() })
 }
 
 /// Fills `{index}` or `{index:0N}` in a host name pattern.
@@ -215,15 +186,8 @@ pub fn hostname(pattern: &str, index: u32) -> String {
         return pattern.to_owned();
     };
     let spec = &pattern[start + "{index".len()..start + length];
-    let width = spec
-        .strip_prefix(":0")
-        .and_then(|w| w.parse::<usize>().ok())
-        .unwrap_or(0);
-    format!(
-        "{}{index:0width$}{}",
-        &pattern[..start],
-        &pattern[start + length + 1..]
-    )
+    let width = spec.strip_prefix(":0").and_then(|w| w.parse::<usize>().ok()).unwrap_or(0);
+    format!("{}{index:0width$}{}", &pattern[..start], &pattern[start + length + 1..])
 }
 
 fn resolve_filesystems(
@@ -232,10 +196,7 @@ fn resolve_filesystems(
     nodes: &[Node],
 ) -> Result<Vec<Filesystem>, ExpandError> {
     let group_index = |name: &str| {
-        groups
-            .iter()
-            .position(|g| g.name == name)
-            .ok_or_else(|| ExpandError::UnknownGroup(name.to_owned()))
+        groups.iter().position(|g| g.name == name).ok_or_else(|| ExpandError::UnknownGroup(name.to_owned()))
     };
     blueprint
         .storage
@@ -243,9 +204,7 @@ fn resolve_filesystems(
         .iter()
         .map(|fs| {
             let server_group = fs.server_group.as_deref().map(group_index).transpose()?;
-            let server = server_group
-                .and_then(|g| nodes.get(groups[g].nodes.start))
-                .map(|n| n.name.clone());
+            let server = server_group.and_then(|g| nodes.get(groups[g].nodes.start)).map(|n| n.name.clone());
             let source = match (&server, &fs.export, &fs.endpoint) {
                 (Some(server), Some(export), _) => format!("{server}:{export}"),
                 (_, _, Some(endpoint)) => endpoint.clone(),
@@ -253,14 +212,9 @@ fn resolve_filesystems(
                 (None, _, None) => String::new(),
             };
             let client_groups = if fs.groups.is_empty() {
-                (0..groups.len())
-                    .filter(|g| Some(*g) != server_group)
-                    .collect()
+                (0..groups.len()).filter(|g| Some(*g) != server_group).collect()
             } else {
-                fs.groups
-                    .iter()
-                    .map(|name| group_index(name))
-                    .collect::<Result<_, _>>()?
+                fs.groups.iter().map(|name| group_index(name)).collect::<Result<_, _>>()?
             };
             let default_options = match fs.kind {
                 FilesystemKind::Nfs => "vers=4.2,hard,_netdev,nofail",
@@ -270,16 +224,10 @@ fn resolve_filesystems(
                 name: fs.name.clone(),
                 kind: fs.kind,
                 server,
-                export: fs
-                    .export
-                    .clone()
-                    .or_else(|| server_group.map(|_| fs.mount.clone())),
+                export: fs.export.clone().or_else(|| server_group.map(|_| fs.mount.clone())),
                 source,
                 mount: fs.mount.clone(),
-                options: fs
-                    .options
-                    .clone()
-                    .unwrap_or_else(|| default_options.to_owned()),
+                options: fs.options.clone().unwrap_or_else(|| default_options.to_owned()),
                 client_groups,
             })
         })

@@ -22,91 +22,23 @@ pub struct GpuModel {
 
 /// Every model a blueprint may name.
 pub const GPU_MODELS: &[GpuModel] = &[
-    GpuModel {
-        name: "a100",
-        product: "NVIDIA A100-SXM4-80GB",
-        memory_gib: 80,
-        nvlink_gbps: 600,
-        mig: true,
-    },
-    GpuModel {
-        name: "a100-40gb",
-        product: "NVIDIA A100-SXM4-40GB",
-        memory_gib: 40,
-        nvlink_gbps: 600,
-        mig: true,
-    },
-    GpuModel {
-        name: "h100",
-        product: "NVIDIA H100 80GB HBM3",
-        memory_gib: 80,
-        nvlink_gbps: 900,
-        mig: true,
-    },
-    GpuModel {
-        name: "h100-nvl",
-        product: "NVIDIA H100 NVL",
-        memory_gib: 94,
-        nvlink_gbps: 600,
-        mig: true,
-    },
-    GpuModel {
-        name: "h200",
-        product: "NVIDIA H200",
-        memory_gib: 141,
-        nvlink_gbps: 900,
-        mig: true,
-    },
-    GpuModel {
-        name: "h20",
-        product: "NVIDIA H20",
-        memory_gib: 96,
-        nvlink_gbps: 900,
-        mig: true,
-    },
-    GpuModel {
-        name: "b200",
-        product: "NVIDIA B200",
-        memory_gib: 180,
-        nvlink_gbps: 1800,
-        mig: true,
-    },
-    GpuModel {
-        name: "gb200",
-        product: "NVIDIA GB200",
-        memory_gib: 186,
-        nvlink_gbps: 1800,
-        mig: true,
-    },
-    GpuModel {
-        name: "b300",
-        product: "NVIDIA B300",
-        memory_gib: 270,
-        nvlink_gbps: 1800,
-        mig: true,
-    },
-    GpuModel {
-        name: "l40s",
-        product: "NVIDIA L40S",
-        memory_gib: 48,
-        nvlink_gbps: 0,
-        mig: false,
-    },
-    GpuModel {
-        name: "l4",
-        product: "NVIDIA L4",
-        memory_gib: 24,
-        nvlink_gbps: 0,
-        mig: false,
-    },
+    GpuModel { name: "a100", product: "NVIDIA A100-SXM4-80GB", memory_gib: 80, nvlink_gbps: 600, mig: true },
+    GpuModel { name: "a100-40gb", product: "NVIDIA A100-SXM4-40GB", memory_gib: 40, nvlink_gbps: 600, mig: true },
+    GpuModel { name: "h100", product: "NVIDIA H100 80GB HBM3", memory_gib: 80, nvlink_gbps: 900, mig: true },
+    GpuModel { name: "h100-nvl", product: "NVIDIA H100 NVL", memory_gib: 94, nvlink_gbps: 600, mig: true },
+    GpuModel { name: "h200", product: "NVIDIA H200", memory_gib: 141, nvlink_gbps: 900, mig: true },
+    GpuModel { name: "h20", product: "NVIDIA H20", memory_gib: 96, nvlink_gbps: 900, mig: true },
+    GpuModel { name: "b200", product: "NVIDIA B200", memory_gib: 180, nvlink_gbps: 1800, mig: true },
+    GpuModel { name: "gb200", product: "NVIDIA GB200", memory_gib: 186, nvlink_gbps: 1800, mig: true },
+    GpuModel { name: "b300", product: "NVIDIA B300", memory_gib: 270, nvlink_gbps: 1800, mig: true },
+    GpuModel { name: "l40s", product: "NVIDIA L40S", memory_gib: 48, nvlink_gbps: 0, mig: false },
+    GpuModel { name: "l4", product: "NVIDIA L4", memory_gib: 24, nvlink_gbps: 0, mig: false },
 ];
 
 /// Looks a model up by blueprint name (case-insensitive).
 #[must_use]
 pub fn find(name: &str) -> Option<&'static GpuModel> {
-    GPU_MODELS
-        .iter()
-        .find(|model| model.name.eq_ignore_ascii_case(name))
+    GPU_MODELS.iter().find(|model| model.name.eq_ignore_ascii_case(name))
 }
 
 /// The names, for "did you mean" hints.

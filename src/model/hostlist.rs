@@ -50,11 +50,7 @@ pub fn compress<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
                 let inner: Vec<String> = ranges
                     .iter()
                     .map(|(start, end)| {
-                        if start == end {
-                            format!("{start:0width$}")
-                        } else {
-                            format!("{start:0width$}-{end:0width$}")
-                        }
+                        if start == end { format!("{start:0width$}") } else { format!("{start:0width$}-{end:0width$}") }
                     })
                     .collect();
                 format!("{prefix}[{}]", inner.join(","))
@@ -78,10 +74,7 @@ mod tests {
 
     #[test]
     fn compresses_ranges_and_keeps_singletons() {
-        assert_eq!(
-            compress(["node01", "node02", "node03", "node04"]),
-            "node[01-04]"
-        );
+        assert_eq!(compress(["node01", "node02", "node03", "node04"]), "node[01-04]");
         assert_eq!(compress(["gpu001", "gpu002", "gpu004"]), "gpu[001-002,004]");
         assert_eq!(compress(["head"]), "head");
         assert_eq!(compress(["node7"]), "node7");

@@ -143,16 +143,12 @@ impl Model {
     /// The first node of the first group with `role`.
     #[must_use]
     pub fn first_with(&self, role: Role) -> Option<&Node> {
-        self.groups_with(role)
-            .find_map(|group| self.group_nodes(group).first())
+        self.groups_with(role).find_map(|group| self.group_nodes(group).first())
     }
 
     /// Total GPUs in the cluster.
     #[must_use]
     pub fn total_gpus(&self) -> u64 {
-        self.groups
-            .iter()
-            .map(|g| u64::from(g.gpus_per_node) * g.nodes.len() as u64)
-            .sum()
+        self.groups.iter().map(|g| u64::from(g.gpus_per_node) * g.nodes.len() as u64).sum()
     }
 }

@@ -55,10 +55,7 @@ impl Renderer {
         let mut env = new_environment();
         for (name, text) in templates::EMBEDDED {
             env.add_template(name, text)
-                .map_err(|source| RenderError::Template {
-                    template: (*name).to_owned(),
-                    source,
-                })?;
+                .map_err(|source| RenderError::Template { template: (*name).to_owned(), source })?;
         }
         Ok(Self { env })
     }
@@ -72,18 +69,13 @@ impl Renderer {
         for (name, text) in templates::EMBEDDED {
             let path = dir.join(name);
             let text = if path.exists() {
-                std::fs::read_to_string(&path).map_err(|source| RenderError::Read {
-                    path: path.display().to_string(),
-                    source,
-                })?
+                std::fs::read_to_string(&path)
+                    .map_err(|source| RenderError::Read { path: path.display().to_string(), source })?
             } else {
                 (*text).to_owned()
             };
             env.add_template_owned(*name, text)
-                .map_err(|source| RenderError::Template {
-                    template: (*name).to_owned(),
-                    source,
-                })?;
+                .map_err(|source| RenderError::Template { template: (*name).to_owned(), source })?;
         }
         Ok(Self { env })
     }
@@ -96,16 +88,10 @@ impl Renderer {
         let template = self
             .env
             .get_template(name)
-            .map_err(|source| RenderError::Template {
-                template: name.to_owned(),
-                source,
-            })?;
+            .map_err(|source| RenderError::Template { template: name.to_owned(), source })?;
         template
             .render(minijinja::value::Serde(context))
-            .map_err(|source| RenderError::Template {
-                template: name.to_owned(),
-                source,
-            })
+            .map_err(|source| RenderError::Template { template: name.to_owned(), source })
     }
 }
 
@@ -128,11 +114,7 @@ fn new_environment() -> Environment<'static> {
 ///
 /// # Errors
 /// The first template that fails.
-pub fn render(
-    model: &Model,
-    inventory: Option<&Inventory>,
-    renderer: &Renderer,
-) -> Result<Vec<Resource>, RenderError> {
+pub fn render(model: &Model, inventory: Option<&Inventory>, renderer: &Renderer) -> Result<Vec<Resource>, RenderError> {
     let _ = (model, inventory, renderer);
     Ok(Vec::new())
 }

@@ -35,23 +35,11 @@ impl Pool {
     /// # Errors
     /// [`PoolError`] when they do not.
     pub fn new(pool: Ipv4Net, prefix: u8, count: usize) -> Result<Self, PoolError> {
-        let fits = if prefix < pool.prefix_len() {
-            0
-        } else {
-            1_u64 << (prefix - pool.prefix_len())
-        };
+        let fits = if prefix < pool.prefix_len() { 0 } else { 1_u64 << (prefix - pool.prefix_len()) };
         if (count as u64) > fits {
-            return Err(PoolError {
-                pool,
-                prefix,
-                needed: count,
-                fits,
-            });
+            return Err(PoolError { pool, prefix, needed: count, fits });
         }
-        Ok(Self {
-            base: u32::from(pool.network()),
-            prefix,
-        })
+        Ok(Self { base: u32::from(pool.network()), prefix })
     }
 
     /// Block number `index`.
@@ -75,9 +63,7 @@ impl Pool {
 pub fn prefix_for_hosts(hosts: u32) -> u8 {
     let needed = u64::from(hosts) + 2; // network and broadcast
     let bits = 64 - (needed - 1).leading_zeros();
-    u8::try_from(32_u32.saturating_sub(bits))
-        .unwrap_or(0)
-        .min(30)
+    u8::try_from(32_u32.saturating_sub(bits)).unwrap_or(0).min(30)
 }
 
 /// Usable host number `index` (0 = first usable) of `subnet`.
@@ -113,8 +99,7 @@ mod tests {
         let error = Pool::new(pool, 26, 1025).expect_err("one too many");
         assert_eq!(
             error.to_string(),
-            "pool `10.200.0.0/16` holds 1024 /26 blocks, 1024 are needed"
-                .replace("1024 are", "1025 are")
+            "pool `10.200.0.0/16` holds 1024 /26 blocks, 1024 are needed".replace("1024 are", "1025 are")
         );
     }
 }

@@ -107,10 +107,7 @@ pub struct Link {
 impl Fabric {
     /// Switches of one layer.
     pub fn switches_with(&self, role: SwitchRole) -> impl Iterator<Item = (usize, &Switch)> {
-        self.switches
-            .iter()
-            .enumerate()
-            .filter(move |(_, s)| s.role == role)
+        self.switches.iter().enumerate().filter(move |(_, s)| s.role == role)
     }
 
     /// Index of the leaf for (`su`, `rail`).
@@ -121,9 +118,7 @@ impl Fabric {
 
     /// Links with one end at switch `index`.
     pub fn links_of(&self, index: usize) -> impl Iterator<Item = &Link> {
-        self.links
-            .iter()
-            .filter(move |link| link.lower == index || link.upper == index)
+        self.links.iter().filter(move |link| link.lower == index || link.upper == index)
     }
 }
 
@@ -208,11 +203,7 @@ pub fn plan(input: &FabricInput<'_>) -> Result<Fabric, PlanError> {
             loopback: loopbacks.address(switches.len()),
             host_subnet: None,
             gateway: None,
-            down_ports: if sizing.tiers == 3 {
-                sizing.radix / 2
-            } else {
-                sizing.radix
-            },
+            down_ports: if sizing.tiers == 3 { sizing.radix / 2 } else { sizing.radix },
         });
     }
     for core in 0..sizing.cores {
@@ -246,8 +237,7 @@ pub fn plan(input: &FabricInput<'_>) -> Result<Fabric, PlanError> {
 
 /// Leaf uplinks → spines, spine uplinks → cores (reference §1.6).
 fn cable(sizing: &Sizing) -> Vec<Link> {
-    let capacity =
-        usize::try_from(sizing.leaf_spine_cables + sizing.spine_core_cables).unwrap_or(0);
+    let capacity = usize::try_from(sizing.leaf_spine_cables + sizing.spine_core_cables).unwrap_or(0);
     let mut links = Vec::with_capacity(capacity);
     let first_spine = sizing.leaves as usize;
     let first_core = first_spine + sizing.spines as usize;
@@ -260,10 +250,7 @@ fn cable(sizing: &Sizing) -> Vec<Link> {
                 // Leaf meshed once to each spine of its pod; spine port = leaf's slot in the pod.
                 let leaves_per_pod = sizing.radix / 2;
                 let pod = leaf / leaves_per_pod;
-                (
-                    pod * sizing.uplinks_per_leaf + uplink,
-                    leaf % leaves_per_pod + 1,
-                )
+                (pod * sizing.uplinks_per_leaf + uplink, leaf % leaves_per_pod + 1)
             };
             links.push(Link {
                 kind: LinkKind::LeafSpine,
@@ -281,8 +268,7 @@ fn cable(sizing: &Sizing) -> Vec<Link> {
                 // Spread each spine's uplinks over distinct cores, round robin.
                 let slot = u64::from(spine) * u64::from(half) + u64::from(uplink);
                 let core = (slot % u64::from(sizing.cores)) as usize;
-                let core_port =
-                    u32::try_from(slot / u64::from(sizing.cores)).unwrap_or(u32::MAX) + 1;
+                let core_port = u32::try_from(slot / u64::from(sizing.cores)).unwrap_or(u32::MAX) + 1;
                 links.push(Link {
                     kind: LinkKind::SpineCore,
                     lower: first_spine + spine as usize,
@@ -303,13 +289,7 @@ mod tests {
 
     fn input(nodes: u32, rails: u32, radix: u32) -> FabricInput<'static> {
         FabricInput {
-            sizing: SizingInput {
-                nodes,
-                rails,
-                radix,
-                oversubscription: (1, 1),
-                uplinks_override: None,
-            },
+            sizing: SizingInput { nodes, rails, radix, oversubscription: (1, 1), uplinks_override: None },
             kind: FabricKind::Roce,
             link_speed_gbps: 400,
             switch_model: "sn5600",
@@ -328,17 +308,9 @@ mod tests {
     fn assert_no_port_used_twice(fabric: &Fabric) {
         let mut used = HashSet::new();
         for link in &fabric.links {
-            assert!(
-                used.insert((link.lower, link.lower_port)),
-                "lower port reused: {link:?}"
-            );
-            assert!(
-                used.insert((link.upper, link.upper_port)),
-                "upper port reused: {link:?}"
-            );
-            assert!(
-                link.upper_port <= fabric.sizing.radix && link.lower_port <= fabric.sizing.radix
-            );
+            assert!(used.insert((link.lower, link.lower_port)), "lower port reused: {link:?}");
+            assert!(used.insert((link.upper, link.upper_port)), "upper port reused: {link:?}");
+            assert!(link.upper_port <= fabric.sizing.radix && link.lower_port <= fabric.sizing.radix);
         }
     }
 
@@ -362,14 +334,8 @@ mod tests {
     #[test]
     fn asns_follow_rfc7938() {
         let fabric = plan(&input(31, 8, 64)).expect("plans");
-        let spine_asns: HashSet<u32> = fabric
-            .switches_with(SwitchRole::Spine)
-            .map(|(_, s)| s.asn)
-            .collect();
-        let leaf_asns: HashSet<u32> = fabric
-            .switches_with(SwitchRole::Leaf)
-            .map(|(_, s)| s.asn)
-            .collect();
+        let spine_asns: HashSet<u32> = fabric.switches_with(SwitchRole::Spine).map(|(_, s)| s.asn).collect();
+        let leaf_asns: HashSet<u32> = fabric.switches_with(SwitchRole::Leaf).map(|(_, s)| s.asn).collect();
         assert_eq!(spine_asns.len(), 1, "spines share one ASN");
         assert_eq!(leaf_asns.len(), 8, "each leaf has its own ASN");
         assert!(spine_asns.is_disjoint(&leaf_asns));
@@ -378,11 +344,7 @@ mod tests {
     #[test]
     fn leaf_subnets_do_not_overlap() {
         let fabric = plan(&input(127, 8, 64)).expect("plans");
-        let subnets: Vec<Ipv4Net> = fabric
-            .switches
-            .iter()
-            .filter_map(|s| s.host_subnet)
-            .collect();
+        let subnets: Vec<Ipv4Net> = fabric.switches.iter().filter_map(|s| s.host_subnet).collect();
         for (i, a) in subnets.iter().enumerate() {
             for b in &subnets[i + 1..] {
                 assert!(!a.contains(b) && !b.contains(a), "{a} overlaps {b}");

@@ -106,34 +106,20 @@ pub fn parse_ratio(text: &str) -> Option<(u32, u32)> {
 /// # Errors
 /// [`SizingError`] when the radix cannot give the ratio or the fabric is too large.
 pub fn size(input: SizingInput) -> Result<Sizing, SizingError> {
-    let SizingInput {
-        nodes,
-        rails,
-        radix,
-        oversubscription: (down, up),
-        uplinks_override,
-    } = input;
-    let per_su_default =
-        u32::try_from(u64::from(radix) * u64::from(down) / u64::from(down + up)).unwrap_or(radix);
+    let SizingInput { nodes, rails, radix, oversubscription: (down, up), uplinks_override } = input;
+    let per_su_default = u32::try_from(u64::from(radix) * u64::from(down) / u64::from(down + up)).unwrap_or(radix);
     let (nodes_per_su, uplinks) = match uplinks_override {
         Some(uplinks) => {
             let per_su = radix.saturating_sub(uplinks).min(per_su_default.max(1));
             if uplinks + per_su > radix || per_su == 0 {
-                return Err(SizingError::UplinksExceedRadix {
-                    uplinks,
-                    down: per_su,
-                    radix,
-                });
+                return Err(SizingError::UplinksExceedRadix { uplinks, down: per_su, radix });
             }
             (per_su, uplinks)
         }
         None => (per_su_default, radix - per_su_default),
     };
     if uplinks == 0 || nodes_per_su == 0 {
-        return Err(SizingError::NoUplinks {
-            radix,
-            ratio: format!("{down}:{up}"),
-        });
+        return Err(SizingError::NoUplinks { radix, ratio: format!("{down}:{up}") });
     }
     let scalable_units = nodes.div_ceil(nodes_per_su).max(1);
     let leaves = scalable_units * rails;
@@ -158,9 +144,7 @@ pub fn size(input: SizingInput) -> Result<Sizing, SizingError> {
         // Fewest spines that take every uplink and split each leaf's uplinks evenly.
         let needed = (u64::from(leaves) * u64::from(uplinks)).div_ceil(u64::from(radix));
         let needed = u32::try_from(needed).unwrap_or(u32::MAX).max(1);
-        let spines = (needed..=uplinks)
-            .find(|s| uplinks % s == 0)
-            .unwrap_or(uplinks);
+        let spines = (needed..=uplinks).find(|s| uplinks % s == 0).unwrap_or(uplinks);
         sizing.spines = spines;
         sizing.links_per_leaf_spine = uplinks / spines;
         return Ok(sizing);
@@ -170,11 +154,7 @@ pub fn size(input: SizingInput) -> Result<Sizing, SizingError> {
     let half = radix / 2;
     let max_leaves = radix * half;
     if half == 0 || leaves > max_leaves || uplinks > half {
-        return Err(SizingError::TooLarge {
-            leaves,
-            radix,
-            max: max_leaves,
-        });
+        return Err(SizingError::TooLarge { leaves, radix, max: max_leaves });
     }
     let pods = leaves.div_ceil(half);
     let spines = pods * uplinks;
@@ -182,10 +162,7 @@ pub fn size(input: SizingInput) -> Result<Sizing, SizingError> {
     sizing.pods = pods;
     sizing.spines = spines;
     sizing.links_per_leaf_spine = 1;
-    sizing.cores = (u64::from(spines) * u64::from(half))
-        .div_ceil(u64::from(radix))
-        .try_into()
-        .unwrap_or(u32::MAX);
+    sizing.cores = (u64::from(spines) * u64::from(half)).div_ceil(u64::from(radix)).try_into().unwrap_or(u32::MAX);
     sizing.spine_core_cables = u64::from(spines) * u64::from(half);
     Ok(sizing)
 }
@@ -195,14 +172,8 @@ mod tests {
     use super::*;
 
     fn superpod(nodes: u32) -> Sizing {
-        size(SizingInput {
-            nodes,
-            rails: 8,
-            radix: 64,
-            oversubscription: (1, 1),
-            uplinks_override: None,
-        })
-        .expect("sizes")
+        size(SizingInput { nodes, rails: 8, radix: 64, oversubscription: (1, 1), uplinks_override: None })
+            .expect("sizes")
     }
 
     /// NVIDIA H100 SuperPOD RA, Table 4, and B200 RA architecture table.
@@ -222,14 +193,7 @@ mod tests {
         for (nodes, leaves, spines, cores, node_leaf, leaf_spine, spine_core) in table {
             let s = superpod(nodes);
             assert_eq!(
-                (
-                    s.leaves,
-                    s.spines,
-                    s.cores,
-                    s.node_leaf_cables,
-                    s.leaf_spine_cables,
-                    s.spine_core_cables
-                ),
+                (s.leaves, s.spines, s.cores, s.node_leaf_cables, s.leaf_spine_cables, s.spine_core_cables),
                 (leaves, spines, cores, node_leaf, leaf_spine, spine_core),
                 "{nodes} nodes"
             );
@@ -239,57 +203,30 @@ mod tests {
     #[test]
     fn one_su_has_eight_links_per_leaf_spine_pair() {
         let s = superpod(31);
-        assert_eq!(
-            (
-                s.scalable_units,
-                s.nodes_per_su,
-                s.links_per_leaf_spine,
-                s.tiers
-            ),
-            (1, 32, 8, 2)
-        );
+        assert_eq!((s.scalable_units, s.nodes_per_su, s.links_per_leaf_spine, s.tiers), (1, 32, 8, 2));
     }
 
     #[test]
     fn oversubscription_moves_ports_from_up_to_down() {
-        let s = size(SizingInput {
-            nodes: 42,
-            rails: 8,
-            radix: 64,
-            oversubscription: (2, 1),
-            uplinks_override: None,
-        })
-        .expect("sizes");
-        assert_eq!(
-            (s.nodes_per_su, s.uplinks_per_leaf, s.scalable_units),
-            (42, 22, 1)
-        );
+        let s = size(SizingInput { nodes: 42, rails: 8, radix: 64, oversubscription: (2, 1), uplinks_override: None })
+            .expect("sizes");
+        assert_eq!((s.nodes_per_su, s.uplinks_per_leaf, s.scalable_units), (42, 22, 1));
         assert_eq!(22 % s.spines, 0, "uplinks split evenly over spines");
     }
 
     #[test]
     fn explicit_uplinks_size_a_lab() {
-        let s = size(SizingInput {
-            nodes: 4,
-            rails: 2,
-            radix: 32,
-            oversubscription: (4, 1),
-            uplinks_override: Some(1),
-        })
-        .expect("sizes");
+        let s =
+            size(SizingInput { nodes: 4, rails: 2, radix: 32, oversubscription: (4, 1), uplinks_override: Some(1) })
+                .expect("sizes");
         assert_eq!((s.leaves, s.spines, s.links_per_leaf_spine), (2, 1, 1));
     }
 
     #[test]
     fn too_large_for_three_tiers_is_an_error() {
-        let error = size(SizingInput {
-            nodes: 32_768,
-            rails: 8,
-            radix: 64,
-            oversubscription: (1, 1),
-            uplinks_override: None,
-        })
-        .expect_err("too large");
+        let error =
+            size(SizingInput { nodes: 32_768, rails: 8, radix: 64, oversubscription: (1, 1), uplinks_override: None })
+                .expect_err("too large");
         assert!(matches!(error, SizingError::TooLarge { .. }));
     }
 
