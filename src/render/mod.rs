@@ -2,11 +2,14 @@
 //!
 //! Stage: render. Input: [`Model`] (+ inventory for switch OS flavours). Output:
 //! `Vec<Resource>` with dependencies. Templates live in `templates/` and are
-//! embedded in the binary (see [`templates`]); `--templates DIR` overrides them.
+//! embedded in the binary (each submodule lists its own, see [`embedded`]);
+//! `--templates DIR` overrides them.
 //! Undefined variables are errors (strict), and templates hold no logic beyond
 //! loops over lists the model prepared.
 
-pub mod templates;
+pub mod host;
+pub mod slurm;
+pub mod switch;
 
 use std::path::Path;
 
@@ -53,7 +56,7 @@ impl Renderer {
     /// A template that does not parse.
     pub fn embedded() -> Result<Self, RenderError> {
         let mut env = new_environment();
-        for (name, text) in templates::EMBEDDED {
+        for (name, text) in embedded() {
             env.add_template(name, text)
                 .map_err(|source| RenderError::Template { template: (*name).to_owned(), source })?;
         }
@@ -66,7 +69,7 @@ impl Renderer {
     /// A file that cannot be read or does not parse.
     pub fn with_overrides(dir: &Path) -> Result<Self, RenderError> {
         let mut env = new_environment();
-        for (name, text) in templates::EMBEDDED {
+        for (name, text) in embedded() {
             let path = dir.join(name);
             let text = if path.exists() {
                 std::fs::read_to_string(&path)
@@ -115,6 +118,14 @@ fn new_environment() -> Environment<'static> {
 /// # Errors
 /// The first template that fails.
 pub fn render(model: &Model, inventory: Option<&Inventory>, renderer: &Renderer) -> Result<Vec<Resource>, RenderError> {
-    let _ = (model, inventory, renderer);
-    Ok(Vec::new())
+    let mut resources = Vec::new();
+    host::render(model, renderer, &mut resources)?;
+    slurm::render(model, renderer, &mut resources)?;
+    switch::render(model, inventory, renderer, &mut resources)?;
+    Ok(resources)
+}
+
+/// Every embedded template as `(name, text)`: name is its path under `templates/`.
+pub fn embedded() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    host::TEMPLATES.iter().chain(slurm::TEMPLATES).chain(switch::TEMPLATES)
 }
