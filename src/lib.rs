@@ -15,6 +15,7 @@
 
 pub mod blueprint;
 pub mod cli;
+pub mod compile;
 pub mod diagnostic;
 pub mod graph;
 pub mod inventory;

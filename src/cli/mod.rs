@@ -3,6 +3,7 @@
 //! or all passed, 2 changes pending or tests failed, 1 error.
 
 mod lint;
+mod plan;
 mod schema;
 mod topology;
 
@@ -33,6 +34,8 @@ pub enum Command {
     Schema(schema::Args),
     /// Fabric sizing and the cabling (port) plan.
     Topology(topology::Args),
+    /// What deploy would change: creates, updates, removals, with diffs.
+    Plan(plan::Args),
 }
 
 /// How results are printed on stdout.
@@ -74,6 +77,7 @@ pub fn run() -> ExitCode {
         Command::Lint(args) => lint::run(&args),
         Command::Schema(args) => schema::run(&args),
         Command::Topology(args) => topology::run(&args),
+        Command::Plan(args) => plan::run(&args),
     };
     match status {
         Ok(status) => status.into(),

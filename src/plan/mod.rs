@@ -1,1 +1,131 @@
 //! Plan: desired resources against recorded (or observed) state.
+//!
+//! Stage: plan. Input: the resource graph and a [`State`](state::State). Output: a
+//! [`Plan`], which is data: `plan --out plan.json` saves it, `render` shows it.
+//! [`diff::diff`] is pure; reading the state is the caller's job.
+//!
+//! The JSON form is versioned ([`PLAN_FORMAT_VERSION`]) and documented in
+//! `docs/plan-format.md`.
+
+pub mod diff;
+pub mod files;
+pub mod render;
+pub mod state;
+
+use serde::{Deserialize, Serialize};
+
+pub use diff::diff;
+
+/// Version of the plan JSON format.
+pub const PLAN_FORMAT_VERSION: u32 = 1;
+
+/// What will happen to one resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Not there yet.
+    Create,
+    /// There, but different (or a service to restart/reload).
+    Update,
+    /// Recorded but no longer desired: files and directories are removed,
+    /// packages and services are left as they are and forgotten.
+    Remove,
+    /// Already as desired.
+    #[serde(rename = "no-op")]
+    NoOp,
+}
+
+impl Action {
+    /// The Terraform-style sign.
+    #[must_use]
+    pub fn sign(self) -> char {
+        match self {
+            Self::Create => '+',
+            Self::Update => '~',
+            Self::Remove => '-',
+            Self::NoOp => ' ',
+        }
+    }
+}
+
+/// One resource's planned change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    /// Resource id.
+    pub id: String,
+    /// Target host or switch.
+    pub target: String,
+    /// Resource kind.
+    pub kind: String,
+    /// Path, package, service or command description.
+    pub name: String,
+    /// What happens.
+    pub action: Action,
+    /// Why, in words (`content changed`, `restart: /etc/slurm/slurm.conf changed`).
+    pub reason: String,
+    /// Fingerprint before (recorded or observed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    /// Fingerprint after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    /// Unified diff of a non-secret file's content, when the old content is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    /// Secret content: never shown.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub secret: bool,
+}
+
+/// Counts per action.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Resources to create.
+    pub create: usize,
+    /// Resources to update.
+    pub update: usize,
+    /// Resources to remove.
+    pub remove: usize,
+    /// Resources already as desired.
+    pub no_op: usize,
+}
+
+impl Summary {
+    /// Whether anything would change.
+    #[must_use]
+    pub fn has_changes(&self) -> bool {
+        self.create + self.update + self.remove > 0
+    }
+}
+
+/// Where the "before" side came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Baseline {
+    /// The state file of the last deploy.
+    State,
+    /// Facts read from the targets.
+    Observed,
+}
+
+/// A plan: every resource's change, in dependency order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    /// [`PLAN_FORMAT_VERSION`].
+    pub format_version: u32,
+    /// toolkit version that made it.
+    pub toolkit_version: String,
+    /// Cluster name.
+    pub cluster: String,
+    /// SHA-256 of the blueprint file.
+    pub blueprint_sha256: String,
+    /// SHA-256 of the inventory file, if one was used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inventory_sha256: Option<String>,
+    /// Baseline of the comparison.
+    pub baseline: Baseline,
+    /// Counts.
+    pub summary: Summary,
+    /// Every resource, in dependency order.
+    pub changes: Vec<Change>,
+}

@@ -7,6 +7,7 @@
 //! is on port `k + 1` of each of its SU's leaves (port number = node slot: easy audit).
 
 pub mod addressing;
+pub mod cabling;
 pub mod sizing;
 
 use std::net::Ipv4Addr;
@@ -171,7 +172,8 @@ pub enum PlanError {
 pub fn plan(input: &FabricInput<'_>) -> Result<Fabric, PlanError> {
     let sizing = size(input.sizing)?;
     let total = (sizing.leaves + sizing.spines + sizing.cores) as usize;
-    let loopbacks = addressing::Pool::new(input.loopback_pool, 32, total)?;
+    // Loopbacks start at the pool's second address: `.0` as a router id confuses people.
+    let loopbacks = addressing::Pool::new(input.loopback_pool, 32, total + 1)?;
     let host_prefix = addressing::prefix_for_hosts(sizing.nodes_per_su + 1);
     let host_subnets = addressing::Pool::new(input.rail_pool, host_prefix, sizing.leaves as usize)?;
 
@@ -186,7 +188,7 @@ pub fn plan(input: &FabricInput<'_>) -> Result<Fabric, PlanError> {
             rail: Some(leaf % sizing.rails),
             pod: (sizing.tiers == 3).then_some(leaf / leaves_per_pod),
             asn: input.leaf_asn_base.saturating_add(leaf),
-            loopback: loopbacks.address(switches.len()),
+            loopback: loopbacks.address(switches.len() + 1),
             host_subnet: Some(subnet),
             gateway: Some(addressing::nth_host(subnet, 0)),
             down_ports: sizing.nodes_per_su,
@@ -200,7 +202,7 @@ pub fn plan(input: &FabricInput<'_>) -> Result<Fabric, PlanError> {
             rail: None,
             pod: (sizing.tiers == 3).then_some(spine / sizing.uplinks_per_leaf),
             asn: input.spine_asn,
-            loopback: loopbacks.address(switches.len()),
+            loopback: loopbacks.address(switches.len() + 1),
             host_subnet: None,
             gateway: None,
             down_ports: if sizing.tiers == 3 { sizing.radix / 2 } else { sizing.radix },
@@ -214,7 +216,7 @@ pub fn plan(input: &FabricInput<'_>) -> Result<Fabric, PlanError> {
             rail: None,
             pod: None,
             asn: input.core_asn,
-            loopback: loopbacks.address(switches.len()),
+            loopback: loopbacks.address(switches.len() + 1),
             host_subnet: None,
             gateway: None,
             down_ports: sizing.radix,

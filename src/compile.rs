@@ -1,0 +1,57 @@
+//! The offline pipeline in one call: expand → render → graph, from checked inputs.
+//!
+//! Stage: expand + render + graph. Input: a loaded, checked blueprint (and
+//! inventory). Output: [`Compiled`] — the model and the resource DAG — or
+//! diagnostics. `toolkit plan`, `deploy` and the benchmarks all start here.
+
+use crate::blueprint::LoadedBlueprint;
+use crate::diagnostic::{Diagnostic, Diagnostics};
+use crate::graph::{self, ResourceGraph};
+use crate::inventory::LoadedInventory;
+use crate::model::{self, Model};
+use crate::render::{self, Renderer};
+
+/// The model and its resources, ready to plan.
+#[derive(Debug)]
+pub struct Compiled {
+    /// The expanded cluster.
+    pub model: Model,
+    /// Every resource, as a DAG.
+    pub graph: ResourceGraph,
+}
+
+/// Expands, renders and builds the graph.
+///
+/// # Errors
+/// Diagnostics for expansion or template failures, unknown dependencies and cycles.
+pub fn compile(
+    blueprint: &LoadedBlueprint,
+    inventory: Option<&LoadedInventory>,
+    renderer: &Renderer,
+) -> Result<Compiled, Diagnostics> {
+    let model = model::expand(&blueprint.blueprint).map_err(|error| {
+        Diagnostics(vec![
+            Diagnostic::error("expand-failed", error.to_string())
+                .in_file(&blueprint.source.path)
+                .help("`toolkit lint` locates the value that causes this"),
+        ])
+    })?;
+    let resources = render::render(&model, inventory.map(|i| &i.inventory), renderer).map_err(|error| {
+        let message = std::iter::successors(Some(&error as &dyn std::error::Error), |e| e.source())
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(": ");
+        Diagnostics(vec![
+            Diagnostic::error("render-failed", message).help("a template refers to a value the model does not have"),
+        ])
+    })?;
+    let graph = graph::build(resources)?;
+    Ok(Compiled { model, graph })
+}
+
+/// Hex SHA-256 of a file's text (identity of inputs in plans).
+#[must_use]
+pub fn text_sha256(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(text.as_bytes()))
+}

@@ -1,0 +1,94 @@
+//! Shows a plan: Terraform-style text (identical changes on many targets folded
+//! into one entry with a hostlist), a summary table, or JSON.
+//!
+//! Stage: plan (output). Input: [`Plan`]. Output: text.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use indexmap::IndexMap;
+use tabled::settings::Style;
+use tabled::{Table, Tabled};
+
+use super::{Action, Change, Plan};
+use crate::model::hostlist;
+
+/// Kind, name, action, reason and diff of a change: equal keys fold into one entry.
+type GroupKey<'a> = (&'a str, &'a str, Action, &'a str, Option<&'a str>);
+
+/// The plan as text: one entry per distinct change, its targets compressed.
+#[must_use]
+pub fn text(plan: &Plan) -> String {
+    let mut out = String::new();
+    // Same kind, name, action, reason and diff → one entry listing every target.
+    let mut groups: IndexMap<GroupKey<'_>, Vec<&str>> = IndexMap::new();
+    for change in plan.changes.iter().filter(|c| c.action != Action::NoOp) {
+        groups
+            .entry((&change.kind, &change.name, change.action, &change.reason, change.diff.as_deref()))
+            .or_default()
+            .push(&change.target);
+    }
+    if groups.is_empty() {
+        let _ = writeln!(out, "No changes. The cluster `{}` matches the blueprint.", plan.cluster);
+    } else {
+        let _ = writeln!(out, "toolkit will perform the following actions on cluster `{}`:\n", plan.cluster);
+        for ((kind, name, action, reason, diff), targets) in &groups {
+            let _ = writeln!(
+                out,
+                "  {} {kind} {name} on {}  ({reason})",
+                action.sign(),
+                hostlist::compress(targets.iter().copied())
+            );
+            if let Some(diff) = diff {
+                for line in diff.lines() {
+                    let _ = writeln!(out, "      {line}");
+                }
+            }
+        }
+        out.push('\n');
+    }
+    let s = plan.summary;
+    let _ = writeln!(
+        out,
+        "Plan: {} to create, {} to update, {} to remove, {} unchanged.",
+        s.create, s.update, s.remove, s.no_op
+    );
+    out
+}
+
+#[derive(Tabled)]
+struct Row {
+    kind: String,
+    create: usize,
+    update: usize,
+    remove: usize,
+    #[tabled(rename = "no-op")]
+    no_op: usize,
+}
+
+/// A table of counts per resource kind.
+#[must_use]
+pub fn summary_table(plan: &Plan) -> String {
+    let mut rows: BTreeMap<&str, Row> = BTreeMap::new();
+    for Change { kind, action, .. } in &plan.changes {
+        let row =
+            rows.entry(kind).or_insert_with(|| Row { kind: kind.clone(), create: 0, update: 0, remove: 0, no_op: 0 });
+        match action {
+            Action::Create => row.create += 1,
+            Action::Update => row.update += 1,
+            Action::Remove => row.remove += 1,
+            Action::NoOp => row.no_op += 1,
+        }
+    }
+    let mut table = Table::new(rows.into_values());
+    table.with(Style::sharp());
+    table.to_string()
+}
+
+/// The plan as pretty JSON.
+///
+/// # Errors
+/// Serialization failure (not expected for this type).
+pub fn json(plan: &Plan) -> serde_json::Result<String> {
+    serde_json::to_string_pretty(plan)
+}

@@ -1,0 +1,226 @@
+//! The state file: what the last deploy applied, by resource id.
+//!
+//! Stage: plan (input) and apply (output). A JSON document, versioned, written
+//! atomically (temp file, fsync, rename). File contents are kept once per distinct
+//! hash so an offline plan can show a unified diff; secret contents are never kept,
+//! only their fingerprint.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::resource::{Desired, Resource};
+
+/// Version of the state file format.
+pub const STATE_FORMAT_VERSION: u32 = 1;
+
+/// Why the state file could not be read or written.
+#[derive(Debug, Error)]
+pub enum StateError {
+    /// IO failure.
+    #[error("state file `{path}`: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not a state file toolkit can read.
+    #[error("state file `{path}` is not valid: {source}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The JSON error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Written by a newer toolkit.
+    #[error("state file `{path}` has format version {found}; this toolkit reads version {STATE_FORMAT_VERSION}")]
+    Version {
+        /// The file.
+        path: PathBuf,
+        /// The version found.
+        found: u32,
+    },
+}
+
+/// One applied resource.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recorded {
+    /// Kind (`file`, `package`…).
+    pub kind: String,
+    /// What makes it what it is (see [`Desired::fingerprint`]).
+    pub fingerprint: String,
+    /// Content hash of a file, to find its text in [`State::contents`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_sha256: Option<String>,
+    /// A secret file: no content kept.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub secret: bool,
+}
+
+/// What was applied, by resource id.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct State {
+    /// Format version.
+    pub format_version: u32,
+    /// Cluster name.
+    pub cluster: String,
+    /// Increases with each write.
+    pub serial: u64,
+    /// Applied resources.
+    pub resources: BTreeMap<String, Recorded>,
+    /// Non-secret file contents by SHA-256.
+    pub contents: BTreeMap<String, String>,
+}
+
+impl State {
+    /// An empty state (nothing applied yet).
+    #[must_use]
+    pub fn empty(cluster: &str) -> Self {
+        Self { format_version: STATE_FORMAT_VERSION, cluster: cluster.to_owned(), ..Self::default() }
+    }
+
+    /// Reads `path`; a missing file is an empty state.
+    ///
+    /// # Errors
+    /// [`StateError`] when the file exists but cannot be read or parsed.
+    pub fn load(path: &Path, cluster: &str) -> Result<Self, StateError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Self::empty(cluster)),
+            Err(source) => return Err(StateError::Io { path: path.to_owned(), source }),
+        };
+        let state: Self =
+            serde_json::from_str(&text).map_err(|source| StateError::Parse { path: path.to_owned(), source })?;
+        if state.format_version != STATE_FORMAT_VERSION {
+            return Err(StateError::Version { path: path.to_owned(), found: state.format_version });
+        }
+        Ok(state)
+    }
+
+    /// Records `resource` as applied.
+    pub fn record(&mut self, resource: &Resource) {
+        let (content_sha256, secret) = match &resource.desired {
+            Desired::File { content, secret, .. } => {
+                if !secret {
+                    self.contents.entry(content.sha256().to_owned()).or_insert_with(|| content.text().to_owned());
+                }
+                (Some(content.sha256().to_owned()), *secret)
+            }
+            _ => (None, false),
+        };
+        self.resources.insert(
+            resource.id.0.clone(),
+            Recorded {
+                kind: resource.desired.kind().to_owned(),
+                fingerprint: resource.desired.fingerprint(),
+                content_sha256: content_sha256.filter(|_| !secret),
+                secret,
+            },
+        );
+    }
+
+    /// Forgets `id` (removed from the cluster).
+    pub fn forget(&mut self, id: &str) {
+        self.resources.remove(id);
+    }
+
+    /// Drops contents no resource refers to.
+    pub fn prune_contents(&mut self) {
+        let used: std::collections::HashSet<&str> =
+            self.resources.values().filter_map(|r| r.content_sha256.as_deref()).collect();
+        self.contents.retain(|hash, _| used.contains(hash.as_str()));
+    }
+
+    /// Writes atomically: temp file in the same directory, fsync, rename, fsync dir.
+    ///
+    /// # Errors
+    /// [`StateError::Io`].
+    pub fn save(&mut self, path: &Path) -> Result<(), StateError> {
+        self.serial += 1;
+        self.prune_contents();
+        let io = |source| StateError::Io { path: path.to_owned(), source };
+        let json =
+            serde_json::to_vec_pretty(self).map_err(|source| StateError::Parse { path: path.to_owned(), source })?;
+        write_atomic(path, &json).map_err(io)
+    }
+}
+
+/// Writes `bytes` to `path` so a reader sees the old file or the new one, never half.
+///
+/// # Errors
+/// Any IO error; the temp file is removed on failure.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let temp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut file = std::fs::File::create(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)?;
+        if let Ok(dir) = std::fs::File::open(dir) {
+            // Makes the rename itself durable; not all filesystems allow it.
+            let _ = dir.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::{Content, Target, TargetKind};
+
+    fn file(path: &str, text: &str, secret: bool) -> Resource {
+        Resource::new(
+            Target { name: "node01".into(), kind: TargetKind::Node },
+            path,
+            Desired::File {
+                path: path.into(),
+                content: Content::new(text.into()),
+                mode: 0o644,
+                owner: "root".into(),
+                group: "root".into(),
+                secret,
+                check: None,
+            },
+        )
+    }
+
+    #[test]
+    fn round_trips_and_never_keeps_secret_content() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.json");
+        let mut state = State::empty("lab");
+        state.record(&file("/etc/a", "hello\n", false));
+        state.record(&file("/etc/munge/munge.key", "TOP-SECRET-KEY", true));
+        state.save(&path).expect("saves");
+        let text = std::fs::read_to_string(&path).expect("reads");
+        assert!(!text.contains("TOP-SECRET-KEY"));
+        let loaded = State::load(&path, "lab").expect("loads");
+        assert_eq!(loaded, state);
+        assert_eq!(loaded.serial, 1);
+        assert_eq!(loaded.contents.len(), 1);
+    }
+
+    #[test]
+    fn a_missing_file_is_empty_state_and_garbage_is_an_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let missing = State::load(&dir.path().join("none.json"), "lab").expect("empty");
+        assert!(missing.resources.is_empty());
+        let bad = dir.path().join("bad.json");
+        std::fs::write(&bad, "{not json").expect("writes");
+        assert!(matches!(State::load(&bad, "lab"), Err(StateError::Parse { .. })));
+    }
+}
