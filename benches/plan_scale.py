@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Offline pipeline at scale: lint + expand + render + plan of generated blueprints.
+
+Generates rail-optimized RoCE blueprints (8 GPUs and 8 x 400G rails per node,
+128-port switches) of 32, 1,024, 4,096 and 32,768 nodes, runs
+`toolkit plan --offline` on each in its own process (release build) and prints the
+median wall time over RUNS runs and the peak resident memory of that process.
+
+    python3 benches/plan_scale.py            # all sizes
+    python3 benches/plan_scale.py 4096       # some sizes
+    RUNS=5 python3 benches/plan_scale.py
+
+Prints one line per size, then `plan_scale n=<n> seconds=<s> peak_mib=<m> ...` lines.
+"""
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SIZES = [int(a) for a in sys.argv[1:]] or [32, 1024, 4096, 32768]
+RUNS = int(os.environ.get("RUNS", "3"))
+
+
+def blueprint(nodes: int) -> str:
+    half_gpus = nodes * 8 // 2
+    return f"""version: 1
+cluster: {{ name: scale{nodes} }}
+node_groups:
+  - {{ name: ctl, count: 1, hostname: ctl01, roles: [controller, database, login, storage],
+      cpu: {{ sockets: 2, cores_per_socket: 32 }}, memory_gib: 512 }}
+  - name: gpu
+    count: {nodes}
+    hostname: "gpu{{index:05}}"
+    roles: [compute]
+    cpu: {{ sockets: 2, cores_per_socket: 56, threads_per_core: 2 }}
+    memory_gib: 2048
+    gpu: {{ model: h100, count: 8 }}
+    rail_nics: {{ count: 8, speed_gbps: 400, link_layer: ethernet }}
+fabric:
+  compute:
+    kind: roce
+    rails: 8
+    link_speed_gbps: 400
+    switch: {{ model: sn5600, radix: 128 }}
+    roce: {{ mode: lossless, pfc_priority: 3, ecn: true }}
+    addressing: {{ rail_pool: 10.0.0.0/9, loopback_pool: 10.128.0.0/16 }}
+  management:
+    inband: {{ subnet: 10.192.0.0/14 }}
+storage:
+  filesystems:
+    - {{ name: home, kind: nfs, server_group: ctl, export: /export/home, mount: /home }}
+scheduler:
+  kind: slurm
+  slurm:
+    partitions: [ {{ name: gpu, groups: [gpu], default: true }} ]
+tenants:
+  - {{ name: team-a, users: [alice], guaranteed_gpus: {half_gpus} }}
+  - {{ name: team-b, users: [bob], guaranteed_gpus: {half_gpus} }}
+"""
+
+
+def run_once(binary: str, path: str) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of one `toolkit plan --offline` process."""
+    start = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        os.execv(binary, [binary, "plan", path, "--offline"])
+    _, status, usage = os.wait4(pid, 0)
+    elapsed = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 2):
+        sys.exit(f"toolkit plan failed on {path} with exit code {code}")
+    return elapsed, usage.ru_maxrss / 1024.0
+
+
+def main() -> None:
+    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    binary = os.path.join(ROOT, "target", "release", "toolkit")
+    summary = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for nodes in SIZES:
+            path = os.path.join(tmp, f"scale{nodes}.yaml")
+            with open(path, "w") as f:
+                f.write(blueprint(nodes))
+            runs = [run_once(binary, path) for _ in range(RUNS)]
+            seconds = statistics.median(r[0] for r in runs)
+            peak = max(r[1] for r in runs)
+            print(f"{nodes:>6} nodes {nodes * 8:>7} GPUs  median {seconds:7.3f} s  peak {peak:8.1f} MiB"
+                  f"  ({peak / nodes * 1024:.1f} KiB/node)")
+            summary.append(f"plan_scale n={nodes} seconds={seconds:.3f} peak_mib={peak:.1f}")
+    print("\n".join(summary))
+
+
+if __name__ == "__main__":
+    main()
