@@ -1,1 +1,137 @@
-//! Integration tests: plan.
+//! Integration tests: `toolkit plan --offline` on the example blueprints, against
+//! an empty state, a state recording everything, and a state from an older blueprint.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use toolkit::blueprint;
+use toolkit::compile::compile;
+use toolkit::inventory;
+use toolkit::plan::state::State;
+use toolkit::render::Renderer;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn toolkit(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_toolkit")).args(args).current_dir(root()).output().expect("runs toolkit")
+}
+
+/// Records every resource of `blueprint` as applied, as a deploy would.
+fn applied_state(blueprint_path: &Path, state_path: &Path) {
+    let loaded = blueprint::load(blueprint_path).expect("loads");
+    let compiled = compile(&loaded, None, &Renderer::embedded().expect("templates")).expect("compiles");
+    let mut state = State::empty(&compiled.model.name);
+    for resource in &compiled.graph.resources {
+        state.record(resource);
+    }
+    state.save(state_path).expect("saves state");
+}
+
+#[test]
+fn every_example_plans_changes_against_an_empty_state() {
+    for name in ["lab", "h100-superpod-1su", "h200-roce-64"] {
+        let blueprint = format!("blueprints/{name}.yaml");
+        let output = toolkit(&["plan", &blueprint, "--offline", "--output", "json"]);
+        assert_eq!(output.status.code(), Some(2), "{name}: {}", String::from_utf8_lossy(&output.stderr));
+        let plan: serde_json::Value = serde_json::from_slice(&output.stdout).expect("plan JSON");
+        assert_eq!(plan["format_version"], 1);
+        assert!(plan["summary"]["create"].as_u64().expect("count") > 0, "{name} creates resources");
+        assert_eq!(plan["summary"]["update"], 0);
+    }
+}
+
+#[test]
+fn examples_with_their_inventories_lint_clean() {
+    for name in ["lab", "h100-superpod-1su", "h200-roce-64"] {
+        let output = toolkit(&["lint", &format!("blueprints/{name}.yaml"), "-i", &format!("inventories/{name}.yaml")]);
+        assert_eq!(output.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&output.stderr));
+        let inventory = inventory::load(&root().join(format!("inventories/{name}.yaml")));
+        assert!(inventory.is_ok());
+    }
+}
+
+#[test]
+fn a_recorded_deploy_plans_no_changes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state.json");
+    applied_state(&root().join("blueprints/lab.yaml"), &state);
+    let output = toolkit(&["plan", "blueprints/lab.yaml", "--offline", "--state", state.to_str().expect("utf8")]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("No changes."), "{stdout}");
+    assert!(stdout.contains("0 to create, 0 to update, 0 to remove"), "{stdout}");
+}
+
+#[test]
+fn a_changed_partition_changes_only_slurm_config_and_restarts_its_daemons() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state.json");
+    applied_state(&root().join("blueprints/lab.yaml"), &state);
+    let edited = std::fs::read_to_string(root().join("blueprints/lab.yaml"))
+        .expect("reads")
+        .replace("max_time: INFINITE", "max_time: 2-00:00:00");
+    let edited_path = dir.path().join("lab.yaml");
+    std::fs::write(&edited_path, edited).expect("writes");
+    let output = toolkit(&[
+        "plan",
+        edited_path.to_str().expect("utf8"),
+        "--offline",
+        "--state",
+        state.to_str().expect("utf8"),
+        "--output",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&output.stdout).expect("plan JSON");
+    let changed: Vec<(&str, &str, &str)> = plan["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .filter(|c| c["action"] != "no-op")
+        .map(|c| (c["kind"].as_str().expect("kind"), c["name"].as_str().expect("name"), c["target"].as_str().expect("t")))
+        .collect();
+    assert!(!changed.is_empty());
+    for (kind, name, target) in &changed {
+        match *kind {
+            "file" => assert_eq!(*name, "/etc/slurm/slurm.conf", "only slurm.conf changes ({target})"),
+            "service" => assert!(["slurmctld", "slurmd"].contains(name), "unexpected restart of {name} on {target}"),
+            other => panic!("unexpected {other} change: {name} on {target}"),
+        }
+    }
+    let diff = plan["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .find_map(|c| c["diff"].as_str())
+        .expect("a diff of slurm.conf");
+    assert!(diff.contains("-PartitionName=gpu") && diff.contains("MaxTime=2-00:00:00"), "{diff}");
+}
+
+#[test]
+fn out_dir_holds_every_rendered_file_and_no_secret() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("rendered");
+    let output = toolkit(&["plan", "blueprints/lab.yaml", "--offline", "--out", out.to_str().expect("utf8")]);
+    assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(out.join("node01/etc/slurm/slurm.conf").is_file());
+    assert!(out.join("leaf0/etc/frr/frr.conf").is_file());
+    assert!(out.join("plan.json").is_file());
+    assert!(!out.join("node01/etc/munge/munge.key").exists(), "secrets are not written");
+    let secrets = std::fs::read_to_string(out.join("SECRETS.txt")).expect("lists secrets");
+    assert!(secrets.contains("/etc/munge/munge.key"));
+}
+
+#[test]
+fn schema_describes_both_files() {
+    for which in ["blueprint", "inventory"] {
+        let output = toolkit(&["schema", which]);
+        assert!(output.status.success());
+        let schema: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON schema");
+        assert!(schema["properties"]["version"].is_object(), "{which}");
+    }
+    let output = toolkit(&["schema", "blueprint"]);
+    let schema: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON schema");
+    assert_eq!(schema["additionalProperties"], false, "unknown keys are rejected by editors too");
+}
