@@ -59,6 +59,19 @@ impl Content {
         &self.0.text
     }
 
+    /// Content of a secret that could not be read here (an offline plan without
+    /// access to the key): its hash is `unresolved`, and a plan does not compare it.
+    #[must_use]
+    pub fn unresolved_secret() -> Self {
+        Self(Arc::new(ContentInner { text: String::new(), sha256: UNRESOLVED.to_owned() }))
+    }
+
+    /// Whether this is [`Content::unresolved_secret`].
+    #[must_use]
+    pub fn is_unresolved(&self) -> bool {
+        self.0.sha256 == UNRESOLVED
+    }
+
     /// Hex SHA-256 of the text.
     #[must_use]
     pub fn sha256(&self) -> &str {
@@ -77,6 +90,9 @@ impl Content {
         self.0.text.is_empty()
     }
 }
+
+/// The hash of content that could not be resolved.
+pub const UNRESOLVED: &str = "unresolved";
 
 /// Where a resource lives: a node or a switch, by name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -3,6 +3,7 @@
 //! Stage: load. Input: a path. Output: [`LoadedInventory`] or diagnostics.
 
 pub mod schema;
+pub mod secrets;
 
 use std::path::Path;
 

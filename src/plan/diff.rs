@@ -41,6 +41,9 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
         let (mut action, mut reason) = match recorded {
             None => (Action::Create, "not applied yet".to_owned()),
             Some(recorded) if recorded.fingerprint == after => (Action::NoOp, "as recorded".to_owned()),
+            Some(recorded) if unresolved_matches(&resource.desired, &recorded.fingerprint, &after) => {
+                (Action::NoOp, "secret not readable here; content not compared".to_owned())
+            }
             Some(recorded) => (Action::Update, describe_update(&recorded.fingerprint, &after)),
         };
         if let Desired::Service { watches, on_change, .. } = &resource.desired
@@ -124,6 +127,13 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
         summary,
         changes,
     }
+}
+
+/// An unresolved secret matches when everything but its content hash does.
+fn unresolved_matches(desired: &Desired, before: &str, after: &str) -> bool {
+    let Desired::File { content, .. } = desired else { return false };
+    let without_hash = |fingerprint: &str| fingerprint.split(' ').skip(1).collect::<Vec<_>>().join(" ");
+    content.is_unresolved() && without_hash(before) == without_hash(after)
 }
 
 /// The human name of a resource: path, package, unit or description.
@@ -244,6 +254,37 @@ mod tests {
             Some("--- a/etc/slurm/slurm.conf\n+++ b/etc/slurm/slurm.conf\n@@ -1,2 +1,2 @@\n A=1\n-B=2\n+B=3\n")
         );
         assert_eq!(plan.changes[1].reason, "restart: `/etc/slurm/slurm.conf` changed");
+    }
+
+    fn key(content: Content) -> Resource {
+        Resource::new(
+            node(),
+            "/etc/munge/munge.key",
+            Desired::File {
+                path: "/etc/munge/munge.key".into(),
+                content,
+                mode: 0o400,
+                owner: "munge".into(),
+                group: "munge".into(),
+                secret: true,
+                check: None,
+            },
+        )
+    }
+
+    #[test]
+    fn an_unreadable_secret_is_not_compared_but_its_mode_is() {
+        let mut state = State::empty("lab");
+        state.record(&key(Content::new("real-key".into())));
+        let same = plan(vec![key(Content::unresolved_secret())], &state);
+        assert_eq!(same.changes[0].action, Action::NoOp);
+        assert!(same.changes[0].diff.is_none());
+        let mut loose = key(Content::unresolved_secret());
+        if let Desired::File { mode, .. } = &mut loose.desired {
+            *mode = 0o644;
+        }
+        let changed = plan(vec![loose], &state);
+        assert_eq!(changed.changes[0].action, Action::Update);
     }
 
     #[test]

@@ -90,7 +90,9 @@ fn a_changed_partition_changes_only_slurm_config_and_restarts_its_daemons() {
         .expect("changes")
         .iter()
         .filter(|c| c["action"] != "no-op")
-        .map(|c| (c["kind"].as_str().expect("kind"), c["name"].as_str().expect("name"), c["target"].as_str().expect("t")))
+        .map(|c| {
+            (c["kind"].as_str().expect("kind"), c["name"].as_str().expect("name"), c["target"].as_str().expect("t"))
+        })
         .collect();
     assert!(!changed.is_empty());
     for (kind, name, target) in &changed {
