@@ -7,6 +7,7 @@
 //! is on port `k + 1` of each of its SU's leaves (port number = node slot: easy audit).
 
 pub mod addressing;
+pub mod ports;
 pub mod sizing;
 
 use std::net::Ipv4Addr;
