@@ -16,7 +16,7 @@ use std::net::IpAddr;
 use ipnet::Ipv4Net;
 use serde::Serialize;
 
-use crate::blueprint::schema::FilesystemKind;
+use crate::blueprint::schema::{FabricKind, FilesystemKind};
 use crate::inventory::Inventory;
 use crate::model::{Filesystem, Model, Node, network};
 use crate::render::switch::{self, package};
@@ -179,6 +179,7 @@ fn hosts_context<'a>(model: &'a Model, inventory: Option<&Inventory>) -> HostsCo
 #[derive(Serialize)]
 struct NetplanContext<'a> {
     hostname: &'a str,
+    infiniband: bool,
     rails: Vec<RailView<'a>>,
 }
 
@@ -186,11 +187,14 @@ struct NetplanContext<'a> {
 struct RailView<'a> {
     netdev: &'a str,
     mac: Option<&'a str>,
-    mtu: u32,
+    /// None on IPoIB: its MTU comes from the partition (4092 at most in datagram
+    /// mode, so the fabric's 4096 would be refused).
+    mtu: Option<u32>,
     address: std::net::Ipv4Addr,
     prefix_len: u8,
     subnet: Ipv4Net,
-    gateway: std::net::Ipv4Addr,
+    /// The leaf on Ethernet; None on InfiniBand, whose switches do not route IP.
+    gateway: Option<std::net::Ipv4Addr>,
     pool: Ipv4Net,
     table: u32,
 }
@@ -205,6 +209,7 @@ struct RailRenderer<'a> {
     inventory: Option<&'a Inventory>,
     renderer: &'a Renderer,
     pool: Option<Ipv4Net>,
+    infiniband: bool,
     /// Per switch: the resources that make its config live.
     leaf_configs: Vec<Vec<ResourceId>>,
     /// Per group: the rail sysctl content (same netdev names on every node of a group).
@@ -238,7 +243,8 @@ impl<'a> RailRenderer<'a> {
                 Ok(Some(Content::new(text)))
             })
             .collect::<Result<_, RenderError>>()?;
-        Ok(Self { inventory, renderer, pool, leaf_configs, sysctl })
+        let infiniband = model.fabric.kind == FabricKind::Infiniband;
+        Ok(Self { inventory, renderer, pool, infiniband, leaf_configs, sysctl })
     }
 
     fn render(&self, node: &Node, target: &Target, out: &mut Vec<Resource>) -> Result<(), RenderError> {
@@ -252,18 +258,19 @@ impl<'a> RailRenderer<'a> {
             .map(|rail| RailView {
                 netdev: &rail.netdev,
                 mac: macs.and_then(|macs| macs.get(&rail.rail)).map(String::as_str),
-                mtu: rail.mtu,
+                mtu: (!self.infiniband).then_some(rail.mtu),
                 address: rail.address,
                 prefix_len: rail.prefix_len,
                 subnet: network::rail_subnet(rail),
-                gateway: rail.gateway,
+                gateway: (!self.infiniband).then_some(rail.gateway),
                 pool,
                 table: network::rail_table(rail.rail),
             })
             .collect();
-        let netplan = Content::new(
-            self.renderer.render("host/netplan-rails.yaml.j2", NetplanContext { hostname: &node.name, rails })?,
-        );
+        let netplan = Content::new(self.renderer.render(
+            "host/netplan-rails.yaml.j2",
+            NetplanContext { hostname: &node.name, infiniband: self.infiniband, rails },
+        )?);
         let netplan_package = package(target, "netplan.io");
         let mut after = vec![netplan_package.id.clone()];
         for rail in &node.rails {

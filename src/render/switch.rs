@@ -490,10 +490,25 @@ struct PartitionView<'a> {
     name: &'a str,
     pkey: String,
     ipoib: bool,
+    /// IBTA MTU code of the IPoIB multicast group (5 = 4096), so IPoIB gets the
+    /// fabric's MTU instead of OpenSM's default 2048.
+    ipoib_mtu: Option<u8>,
     tenants: &'a [String],
 }
 
-fn partition_views(spec: &InfinibandSpec) -> Result<Vec<PartitionView<'_>>, RenderError> {
+/// IBTA encoding of an InfiniBand MTU (`mtu=` in partitions.conf).
+fn ibta_mtu(mtu: u32) -> Option<u8> {
+    match mtu {
+        256 => Some(1),
+        512 => Some(2),
+        1024 => Some(3),
+        2048 => Some(4),
+        4096 => Some(5),
+        _ => None,
+    }
+}
+
+fn partition_views(spec: &InfinibandSpec, fabric_mtu: u32) -> Result<Vec<PartitionView<'_>>, RenderError> {
     spec.pkeys
         .iter()
         .map(|partition| {
@@ -518,6 +533,7 @@ fn partition_views(spec: &InfinibandSpec) -> Result<Vec<PartitionView<'_>>, Rend
                 name: &partition.name,
                 pkey: format!("0x{value:04x}"),
                 ipoib: partition.ipoib,
+                ipoib_mtu: ibta_mtu(fabric_mtu).filter(|_| partition.ipoib),
                 tenants: &partition.tenants,
             })
         })
@@ -543,7 +559,7 @@ fn render_opensm(
     }
     let partitions = Content::new(renderer.render(
         "opensm/partitions.conf.j2",
-        PartitionsContext { cluster: &model.name, partitions: partition_views(spec)? },
+        PartitionsContext { cluster: &model.name, partitions: partition_views(spec, model.fabric.switch_mtu)? },
     )?);
     for (rank, host) in sm_hosts.iter().enumerate() {
         let target = Target { name: (*host).to_owned(), kind: TargetKind::Node };
@@ -635,10 +651,11 @@ mod tests {
     #[test]
     fn partitions_normalise_pkeys_and_refuse_what_partitions_conf_cannot_hold() {
         let ok = spec(&[("team-a", "0xA01"), ("storage", "0x0100")]);
-        let views = partition_views(&ok).expect("valid");
+        let views = partition_views(&ok, 4096).expect("valid");
+        assert!(views.iter().all(|v| v.ipoib_mtu.is_none()), "no IPoIB, no multicast group");
         assert_eq!(views.iter().map(|v| v.pkey.as_str()).collect::<Vec<_>>(), ["0x0a01", "0x0100"]);
         for (name, pkey) in [("a b", "0x0001"), ("x;y", "0x0001"), ("ok", "0x7fff"), ("ok", "0x0000"), ("ok", "12")] {
-            let error = partition_views(&spec(&[(name, pkey)])).expect_err("invalid");
+            let error = partition_views(&spec(&[(name, pkey)]), 4096).expect_err("invalid");
             assert!(matches!(error, RenderError::Model { .. }), "{name} {pkey}: {error}");
         }
     }

@@ -377,13 +377,19 @@ fn rails_come_after_their_leaves_and_mounts_after_the_nfs_server() {
 
 #[test]
 fn every_blueprint_renders_into_an_acyclic_graph_with_known_dependencies() {
-    for (blueprint, inventory_name) in
-        [("lab", Some("lab")), ("h200-roce-64", None), ("h100-superpod-1su", Some("h100-superpod-1su"))]
-    {
-        let inventory = inventory_name.map(inventory);
+    let cases = [
+        ("lab", Some(inventory("lab"))),
+        ("lab", Some(inventory_from(NVUE_LAB_INVENTORY))),
+        ("h200-roce-64", None),
+        ("h100-superpod-1su", Some(inventory("h100-superpod-1su"))),
+    ];
+    for (blueprint, inventory) in cases {
         let resources = render_all(&model(blueprint), inventory.as_ref());
         toolkit::graph::build(resources).unwrap_or_else(|d| panic!("{blueprint}: {}", d.render()));
     }
+    let resources = render_all(&model("lab"), Some(&inventory_from(NVUE_LAB_INVENTORY)));
+    let netplan = find(&resources, "node01:file:/etc/netplan/60-toolkit-rails.yaml");
+    assert!(netplan.depends_on.iter().any(|d| d.as_str() == "leaf1:command:nvue-apply"));
 }
 
 #[test]
@@ -453,4 +459,19 @@ fn renders_a_4096_node_cluster() {
 #[ignore = "about a minute in a debug build; run with --ignored to see the time"]
 fn renders_a_32768_node_cluster() {
     render_scaled(32_768);
+}
+
+#[test]
+fn infiniband_rails_are_on_link_and_leave_the_mtu_to_ipoib() {
+    let resources = render_all(&model("h100-superpod-1su"), None);
+    let netplan = text(&resources, "dgx001", "/etc/netplan/60-toolkit-rails.yaml");
+    let yaml: serde_norway::Value = serde_norway::from_str(netplan).expect("parses");
+    let ibp3 = &yaml["network"]["ethernets"]["ibp3"];
+    assert!(ibp3["mtu"].is_null(), "IPoIB datagram mode refuses 4096: {netplan}");
+    let routes = ibp3["routes"].as_sequence().expect("routes");
+    assert_eq!(routes.len(), 1);
+    assert_eq!(routes[0]["to"].as_str(), Some("10.200.0.0/16"));
+    assert_eq!(routes[0]["scope"].as_str(), Some("link"));
+    assert!(routes[0]["via"].is_null(), "InfiniBand switches route no IP");
+    assert_eq!(ibp3["routing-policy"][0]["table"].as_u64(), Some(103));
 }
