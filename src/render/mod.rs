@@ -33,6 +33,25 @@ pub enum RenderError {
         #[source]
         source: minijinja::Error,
     },
+    /// A switch OS whose configuration is not rendered yet: an error, never a silent skip,
+    /// so a deploy cannot leave a switch unconfigured without saying so.
+    #[error("switch `{switch}` runs `{os}`, whose configuration toolkit does not render yet; {help}")]
+    UnsupportedSwitchOs {
+        /// Switch name.
+        switch: String,
+        /// The OS flavour from the inventory.
+        os: String,
+        /// What to do instead.
+        help: &'static str,
+    },
+    /// The model lacks a value the renderer needs (only a model not built by `expand`).
+    #[error("cannot render {what}: {reason}")]
+    Model {
+        /// What was being rendered.
+        what: String,
+        /// What is missing or wrong.
+        reason: String,
+    },
     /// A template directory could not be read.
     #[error("cannot read template `{path}`: {source}")]
     Read {
@@ -119,7 +138,7 @@ fn new_environment() -> Environment<'static> {
 /// The first template that fails.
 pub fn render(model: &Model, inventory: Option<&Inventory>, renderer: &Renderer) -> Result<Vec<Resource>, RenderError> {
     let mut resources = Vec::new();
-    host::render(model, renderer, &mut resources)?;
+    host::render(model, inventory, renderer, &mut resources)?;
     slurm::render(model, renderer, &mut resources)?;
     switch::render(model, inventory, renderer, &mut resources)?;
     Ok(resources)

@@ -8,6 +8,7 @@
 
 pub mod addressing;
 pub mod cabling;
+pub mod ports;
 pub mod sizing;
 
 use std::net::Ipv4Addr;

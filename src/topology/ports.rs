@@ -1,0 +1,138 @@
+//! Switch port names and each switch's fabric ports, from the cabling plan.
+//!
+//! Stage: expand (helpers read by render). Input: a planned [`Fabric`]. Output: port
+//! names and, per switch, its switch-to-switch ports in port order.
+//!
+//! Interface naming convention (switch configs and the container lab follow it):
+//! - A switch port is `<prefix><number>`: the number is the cabling plan's (from 1),
+//!   the prefix comes from the inventory (`port_prefix`, [`DEFAULT_PORT_PREFIX`] when
+//!   absent). The lab's leaf0 reaches spine0 on `swp26` (ports 1–25 face nodes).
+//! - A leaf's node ports (1..=`down_ports`) are one L2 segment carrying the leaf's
+//!   host subnet, and the leaf's gateway address sits on one L3 interface on it:
+//!   [`HOST_INTERFACE`] (`hosts`) on Linux/FRR switches — a bridge of the node ports
+//!   on hardware, the leaf's interface on its rail network (renamed `hosts`) in the
+//!   container lab — and the SVI `vlan<HOST_VLAN>` on Cumulus NVUE, whose node ports
+//!   are access ports of that VLAN. One subnet per leaf keeps node addressing a
+//!   single arithmetic rule; per-port /31s are out of scope.
+
+use serde::Serialize;
+
+use super::Fabric;
+
+/// Port prefix when the inventory names none: Cumulus and most Linux switch OSes use `swp`.
+pub const DEFAULT_PORT_PREFIX: &str = "swp";
+
+/// Name of a leaf's host-facing L3 interface on Linux/FRR switches.
+pub const HOST_INTERFACE: &str = "hosts";
+
+/// VLAN of a leaf's node ports on switches that bridge them with an SVI (NVUE).
+/// Each leaf is its own L2 domain, so every leaf can use the same number.
+pub const HOST_VLAN: u16 = 100;
+
+/// The name of port `port` (from 1) with `prefix`: `swp26`.
+#[must_use]
+pub fn port_name(prefix: &str, port: u32) -> String {
+    format!("{prefix}{port}")
+}
+
+/// Which way a fabric port leads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Towards the spines or cores.
+    Up,
+    /// Towards the leaves or spines.
+    Down,
+}
+
+/// One end of a switch-to-switch cable, seen from the switch it belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FabricPort {
+    /// Port number on this switch, from 1.
+    pub port: u32,
+    /// Index of the switch at the other end.
+    pub peer: usize,
+    /// Port number on the peer, from 1.
+    pub peer_port: u32,
+    /// Up or down the tree.
+    pub direction: Direction,
+}
+
+/// Every switch's fabric ports, indexed like [`Fabric::switches`], each list in port order.
+///
+/// One pass over the cables, so large fabrics (tens of thousands of cables) are not
+/// scanned once per switch.
+#[must_use]
+pub fn fabric_ports(fabric: &Fabric) -> Vec<Vec<FabricPort>> {
+    let mut ports: Vec<Vec<FabricPort>> = vec![Vec::new(); fabric.switches.len()];
+    for link in &fabric.links {
+        if let Some(lower) = ports.get_mut(link.lower) {
+            lower.push(FabricPort {
+                port: link.lower_port,
+                peer: link.upper,
+                peer_port: link.upper_port,
+                direction: Direction::Up,
+            });
+        }
+        if let Some(upper) = ports.get_mut(link.upper) {
+            upper.push(FabricPort {
+                port: link.upper_port,
+                peer: link.lower,
+                peer_port: link.lower_port,
+                direction: Direction::Down,
+            });
+        }
+    }
+    for list in &mut ports {
+        list.sort_by_key(|port| port.port);
+    }
+    ports
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::blueprint::schema::FabricKind;
+    use crate::topology::{FabricInput, SizingInput, plan};
+
+    fn lab_like() -> Fabric {
+        plan(&FabricInput {
+            sizing: SizingInput { nodes: 4, rails: 2, radix: 32, oversubscription: (4, 1), uplinks_override: Some(1) },
+            kind: FabricKind::Roce,
+            link_speed_gbps: 200,
+            switch_model: "frr-container",
+            switch_mtu: 9216,
+            host_mtu: 9000,
+            roce: None,
+            infiniband: None,
+            rail_pool: "10.200.0.0/16".parse().expect("net"),
+            loopback_pool: "10.255.0.0/24".parse().expect("net"),
+            spine_asn: 4_200_000_000,
+            leaf_asn_base: 4_200_000_100,
+            core_asn: 4_199_999_999,
+        })
+        .expect("plans")
+    }
+
+    #[test]
+    fn names_ports_by_prefix_and_number() {
+        assert_eq!(port_name("swp", 26), "swp26");
+        assert_eq!(port_name("eth", 1), "eth1");
+    }
+
+    #[test]
+    fn each_cable_appears_once_at_each_end() {
+        let fabric = lab_like();
+        let ports = fabric_ports(&fabric);
+        let leaf0 = &ports[0];
+        assert_eq!(leaf0.len(), 1);
+        assert_eq!(leaf0[0], FabricPort { port: 26, peer: 2, peer_port: 1, direction: Direction::Up });
+        let spine0 = &ports[2];
+        assert_eq!(
+            spine0.iter().map(|p| (p.port, p.peer, p.peer_port, p.direction)).collect::<Vec<_>>(),
+            vec![(1, 0, 26, Direction::Down), (2, 1, 26, Direction::Down)]
+        );
+        let total: usize = ports.iter().map(Vec::len).sum();
+        assert_eq!(total, fabric.links.len() * 2);
+    }
+}
