@@ -6,7 +6,10 @@
 
 use std::collections::HashMap;
 
-use petgraph::algo::{kosaraju_scc, toposort};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use petgraph::algo::kosaraju_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 
 use crate::diagnostic::{Diagnostic, Diagnostics};
@@ -74,9 +77,7 @@ pub fn build(resources: Vec<Resource>) -> Result<ResourceGraph, Diagnostics> {
     if diagnostics.has_errors() {
         return Err(diagnostics);
     }
-    let order = if let Ok(order) = toposort(&graph, None) {
-        order.into_iter().map(|n| graph[n]).collect()
-    } else {
+    let Some(order) = stable_order(&graph) else {
         for component in kosaraju_scc(&graph) {
             let is_cycle = component.len() > 1 || component.first().is_some_and(|&n| graph.contains_edge(n, n));
             if is_cycle {
@@ -91,6 +92,28 @@ pub fn build(resources: Vec<Resource>) -> Result<ResourceGraph, Diagnostics> {
         return Err(diagnostics);
     };
     Ok(ResourceGraph { graph, resources, order })
+}
+
+/// Kahn's algorithm taking the lowest input index among ready resources, so the
+/// order is the render order wherever dependencies allow: plans read top-down the
+/// way templates were written. `None` when there is a cycle.
+fn stable_order(graph: &DiGraph<usize, ()>) -> Option<Vec<usize>> {
+    let mut waiting: Vec<usize> =
+        graph.node_indices().map(|n| graph.neighbors_directed(n, petgraph::Direction::Incoming).count()).collect();
+    let mut ready: BinaryHeap<Reverse<usize>> =
+        waiting.iter().enumerate().filter(|(_, count)| **count == 0).map(|(index, _)| Reverse(index)).collect();
+    let mut order = Vec::with_capacity(waiting.len());
+    while let Some(Reverse(index)) = ready.pop() {
+        order.push(graph[NodeIndex::new(index)]);
+        for next in graph.neighbors_directed(NodeIndex::new(index), petgraph::Direction::Outgoing) {
+            // A duplicate edge counts twice in `waiting` and is visited twice here.
+            waiting[next.index()] -= 1;
+            if waiting[next.index()] == 0 {
+                ready.push(Reverse(next.index()));
+            }
+        }
+    }
+    (order.len() == waiting.len()).then_some(order)
 }
 
 #[cfg(test)]

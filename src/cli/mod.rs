@@ -139,8 +139,22 @@ pub(crate) fn print_diagnostics(diagnostics: &Diagnostics, output: OutputFormat)
         OutputFormat::Text => eprint!("{}", diagnostics.render()),
         OutputFormat::Json => {
             let json = serde_json::json!({ "format_version": 1, "diagnostics": diagnostics });
-            println!("{}", serde_json::to_string_pretty(&json).unwrap_or_default());
+            emit(&format!("{}\n", serde_json::to_string_pretty(&json).unwrap_or_default()));
         }
+    }
+}
+
+/// Writes data to stdout. A closed pipe (`toolkit plan … | head`) ends the
+/// process quietly with the status so far, as Unix tools do, instead of a panic.
+pub(crate) fn emit(text: &str) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(error) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        if error.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: writing to stdout: {error}");
+        std::process::exit(1);
     }
 }
 

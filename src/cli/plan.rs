@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context as _, bail};
 
-use crate::cli::{BlueprintArgs, OutputFormat, Status, load_checked, print_diagnostics};
+use crate::cli::{BlueprintArgs, OutputFormat, Status, emit, load_checked, print_diagnostics};
 use crate::compile::{compile, text_sha256};
 use crate::plan::{self, diff::PlanInputs, state::State};
 use crate::render::Renderer;
@@ -75,10 +75,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         }
     }
     match output {
-        OutputFormat::Json => println!("{}", plan::render::json(&plan)?),
+        OutputFormat::Json => emit(&format!("{}\n", plan::render::json(&plan)?)),
         OutputFormat::Text => {
-            print!("{}", plan::render::text(&plan));
-            println!("{}", plan::render::summary_table(&plan));
+            emit(&plan::render::text(&plan));
+            emit(&format!("{}\n", plan::render::summary_table(&plan)));
         }
     }
     Ok(if plan.summary.has_changes() { Status::Changes } else { Status::Clean })

@@ -1,7 +1,7 @@
 //! `toolkit schema`: the JSON Schema of the blueprint or the inventory.
 
 use crate::blueprint::Blueprint;
-use crate::cli::Status;
+use crate::cli::{Status, emit};
 use crate::inventory::Inventory;
 
 /// Which schema.
@@ -27,6 +27,6 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         Which::Blueprint => schemars::schema_for!(Blueprint),
         Which::Inventory => schemars::schema_for!(Inventory),
     };
-    println!("{}", serde_json::to_string_pretty(&schema)?);
+    emit(&format!("{}\n", serde_json::to_string_pretty(&schema)?));
     Ok(Status::Clean)
 }

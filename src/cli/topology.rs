@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use tabled::settings::Style;
 use tabled::{Table, Tabled};
 
-use crate::cli::{OutputFormat, Status, load_checked};
+use crate::cli::{OutputFormat, Status, emit, load_checked};
 use crate::model;
 use crate::topology::cabling;
 
@@ -69,9 +69,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
                 "switches": fabric.switches,
                 "cables": rows,
             });
-            println!("{}", serde_json::to_string_pretty(&json)?);
+            emit(&format!("{}\n", serde_json::to_string_pretty(&json)?));
         }
-        Format::Csv => print!("{}", cabling::csv(&rows)),
+        Format::Csv => emit(&cabling::csv(&rows)),
         Format::Text => {
             let s = &fabric.sizing;
             let sizing = [
@@ -106,7 +106,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             if args.cables {
                 out.push_str(&cabling::csv(&rows));
             }
-            print!("{out}");
+            emit(&out);
         }
     }
     Ok(Status::Clean)

@@ -32,7 +32,8 @@ pub fn text(plan: &Plan) -> String {
         let _ = writeln!(out, "No changes. The cluster `{}` matches the blueprint.", plan.cluster);
     } else {
         let _ = writeln!(out, "toolkit will perform the following actions on cluster `{}`:\n", plan.cluster);
-        for ((kind, name, action, reason, diff), targets) in &groups {
+        for ((kind, name, action, reason, diff), targets) in &mut groups {
+            targets.sort_unstable();
             let _ = writeln!(
                 out,
                 "  {} {kind} {name} on {}  ({reason})",
