@@ -216,7 +216,7 @@ fn nvue_leaf_config_matches_snapshot_and_has_nvue_structure() {
     let set = &document[0]["set"];
     assert_eq!(set["system"]["hostname"].as_str(), Some("leaf0"));
     let interfaces = set["interface"].as_mapping().expect("interfaces");
-    assert!(set["interface"]["lo"]["ip"]["address"]["10.255.0.0/32"].is_mapping());
+    assert!(set["interface"]["lo"]["ip"]["address"]["10.255.0.1/32"].is_mapping());
     assert_eq!(set["interface"]["swp26"]["type"].as_str(), Some("swp"));
     assert_eq!(set["interface"]["swp26"]["link"]["mtu"].as_u64(), Some(9216));
     assert_eq!(set["interface"]["swp1"]["bridge"]["domain"]["br_default"]["access"].as_u64(), Some(100));
