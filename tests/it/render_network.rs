@@ -225,7 +225,7 @@ fn nvue_leaf_config_matches_snapshot_and_has_nvue_structure() {
     // 25 node ports, the SVI, one uplink and lo.
     assert_eq!(interfaces.len(), 25 + 3);
     assert_eq!(set["router"]["bgp"]["autonomous-system"].as_u64(), Some(4_200_000_100));
-    assert_eq!(set["router"]["bgp"]["router-id"].as_str(), Some("10.255.0.0"));
+    assert_eq!(set["router"]["bgp"]["router-id"].as_str(), Some("10.255.0.1"));
     let bgp = &set["vrf"]["default"]["router"]["bgp"];
     assert_eq!(bgp["neighbor"]["swp26"]["remote-as"].as_str(), Some("external"));
     assert_eq!(bgp["neighbor"]["swp26"]["type"].as_str(), Some("unnumbered"));
