@@ -71,6 +71,17 @@ pub fn read_text(path: &Path) -> Result<String, Diagnostics> {
 /// A `yaml-syntax` diagnostic at the parser's position (also used for alias bombs,
 /// nesting beyond serde_norway's recursion limit and duplicate keys).
 pub fn parse_value(source: &SourceFile) -> Result<Value, Diagnostics> {
+    if let Some(position) = excessive_flow_nesting(&source.text) {
+        let mut diagnostic = Diagnostic::error(
+            "yaml-syntax",
+            format!("invalid YAML: `[`/`{{` nested deeper than {MAX_FLOW_DEPTH} levels"),
+        )
+        .help(syntax_help("recursion limit"))
+        .in_file(&source.path);
+        // No snippet: such a line can be megabytes of brackets.
+        diagnostic.position = Some(position);
+        return Err(Diagnostics(vec![diagnostic]));
+    }
     serde_norway::from_str::<Value>(&source.text).map_err(|error| {
         let message = error.to_string();
         // serde_norway appends " at line L column C"; the position is shown separately.
@@ -83,6 +94,38 @@ pub fn parse_value(source: &SourceFile) -> Result<Value, Diagnostics> {
         }
         Diagnostics(vec![diagnostic])
     })
+}
+
+/// Deepest `[`/`{` nesting accepted; serde_norway's own limit is 128 levels.
+pub const MAX_FLOW_DEPTH: usize = 128;
+
+/// Where flow collections first nest deeper than [`MAX_FLOW_DEPTH`], if they do.
+///
+/// serde_norway would reject such a file too, but libyaml's scanner is quadratic in
+/// flow depth: a megabyte of `[` takes minutes to reach the limit. This linear scan
+/// runs first. It does not parse quotes or comments, so only a document with more
+/// than 128 unclosed brackets inside strings is refused wrongly.
+fn excessive_flow_nesting(text: &str) -> Option<Position> {
+    let mut depth: usize = 0;
+    let (mut line, mut column) = (1, 0);
+    for c in text.chars() {
+        column += 1;
+        match c {
+            '\n' => {
+                line += 1;
+                column = 0;
+            }
+            '[' | '{' => {
+                depth += 1;
+                if depth > MAX_FLOW_DEPTH {
+                    return Some(Position { line, column });
+                }
+            }
+            ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
 }
 
 fn syntax_help(message: &str) -> &'static str {
