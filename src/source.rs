@@ -109,6 +109,12 @@ impl SourceMap {
         }
     }
 
+    /// The position of the key of the mapping entry at exactly `key_path`.
+    #[must_use]
+    pub fn locate_key(&self, key_path: &str) -> Option<Position> {
+        self.keys.get(key_path).copied()
+    }
+
     /// Whether the exact path exists in the file.
     #[must_use]
     pub fn contains(&self, key_path: &str) -> bool {

@@ -158,7 +158,7 @@ fn describe_serde_error(source: &SourceFile, path: &str, message: &str) -> Diagn
     let shown_path = if path.is_empty() { "the top level" } else { path };
     if let Some(rest) = message.strip_prefix("unknown field `") {
         let key = rest.split('`').next().unwrap_or_default();
-        let expected: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
+        let expected: Vec<&str> = rest.split('`').skip(2).step_by(2).collect();
         let key_path = if source.map.contains(path) && !path.ends_with(key) {
             crate::source::join_key(path, key)
         } else {
@@ -168,9 +168,15 @@ fn describe_serde_error(source: &SourceFile, path: &str, message: &str) -> Diagn
             Some(close) => format!("did you mean `{close}`? allowed here: {}", expected.join(", ")),
             None => format!("allowed here: {}", expected.join(", ")),
         };
-        return Diagnostic::error("unknown-key", format!("unknown key `{key}` in {}", parent_of(shown_path, key)))
-            .at(source, key_path)
-            .help(help);
+        let diagnostic =
+            Diagnostic::error("unknown-key", format!("unknown key `{key}` in {}", parent_of(shown_path, key)))
+                .at(source, &key_path)
+                .help(help);
+        // The caret belongs under the misspelt key, not its value.
+        return match source.map.locate_key(&key_path) {
+            Some(position) => diagnostic.at_position(source, position),
+            None => diagnostic,
+        };
     }
     if let Some(rest) = message.strip_prefix("missing field `") {
         let key = rest.split('`').next().unwrap_or_default();
@@ -180,7 +186,7 @@ fn describe_serde_error(source: &SourceFile, path: &str, message: &str) -> Diagn
     }
     if let Some(rest) = message.strip_prefix("unknown variant `") {
         let value = rest.split('`').next().unwrap_or_default();
-        let expected: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
+        let expected: Vec<&str> = rest.split('`').skip(2).step_by(2).collect();
         let help = match did_you_mean(value, expected.iter().copied()) {
             Some(close) => format!("did you mean `{close}`? one of: {}", expected.join(", ")),
             None => format!("one of: {}", expected.join(", ")),
@@ -189,12 +195,23 @@ fn describe_serde_error(source: &SourceFile, path: &str, message: &str) -> Diagn
             .at(source, path)
             .help(help);
     }
-    let help = if message.contains("secrets are never") {
-        "put the secret in an environment variable or a file readable only by you"
-    } else {
-        "`toolkit schema` shows the expected type of every key"
-    };
-    Diagnostic::error("wrong-type", format!("`{shown_path}`: {message}")).at(source, path).help(help)
+    if message.contains("`{env: VARIABLE}`") {
+        // serde's "invalid type" messages quote the value, which may be the secret.
+        let message = if message.starts_with("empty secret reference") {
+            message
+        } else {
+            "secrets are never written inline: use `{env: VARIABLE}` or `{file: PATH}`"
+        };
+        let mut diagnostic = Diagnostic::error("inline-secret", format!("`{shown_path}`: {message}"))
+            .at(source, path)
+            .help("put the secret in an environment variable or a file readable only by you");
+        // The line holds the secret itself: point at it, never print it.
+        diagnostic.source_line = None;
+        return diagnostic;
+    }
+    Diagnostic::error("wrong-type", format!("`{shown_path}`: {message}"))
+        .at(source, path)
+        .help("`toolkit schema` shows the expected type of every key")
 }
 
 fn parent_of(path: &str, key: &str) -> String {

@@ -11,7 +11,7 @@ use crate::blueprint::schema::FabricKind;
 use crate::diagnostic::{Diagnostic, Diagnostics, did_you_mean};
 use crate::inventory::LoadedInventory;
 use crate::model::{self, hostlist};
-use crate::source::join_key;
+use crate::source::{SourceFile, join_key};
 
 /// "Did you mean" is computed for this many unknown names at most: each costs one
 /// edit distance per blueprint host.
@@ -91,16 +91,27 @@ fn unknown_hosts(inventory: &LoadedInventory, hosts: &[&str], out: &mut Diagnost
                 continue;
             }
             let close = suggestion(name, hosts, &mut budget).unwrap_or_default();
-            out.push(
+            push_at_key(
+                out,
                 Diagnostic::warning(
                     "inventory-unknown-host",
                     format!("`{section}` names `{name}`, which is not a node of the blueprint"),
                 )
                 .at(&inventory.source, join_key(section, name))
                 .help(format!("{close}the blueprint's nodes are `{all}`")),
+                &inventory.source,
             );
         }
     }
+}
+
+/// Moves a diagnostic about an entry's name from its value to its key.
+fn push_at_key(out: &mut Diagnostics, diagnostic: Diagnostic, source: &SourceFile) {
+    let key = diagnostic.key_path.as_deref().and_then(|path| source.map.locate_key(path));
+    out.push(match key {
+        Some(position) => diagnostic.at_position(source, position),
+        None => diagnostic,
+    });
 }
 
 fn switches(inventory: &LoadedInventory, planned: &[&str], kind: FabricKind, out: &mut Diagnostics) {
@@ -113,13 +124,15 @@ fn switches(inventory: &LoadedInventory, planned: &[&str], kind: FabricKind, out
             continue;
         }
         let close = suggestion(name, planned, &mut budget).unwrap_or_default();
-        out.push(
+        push_at_key(
+            out,
             Diagnostic::error(
                 "inventory-unknown-switch",
                 format!("switch `{name}` is not a switch of the planned fabric"),
             )
             .at(&inventory.source, join_key("switches", name))
             .help(format!("{close}the planned switches are `{all}` (`toolkit topology` shows the plan)")),
+            &inventory.source,
         );
     }
     // InfiniBand switches are managed by the subnet manager, not over SSH.

@@ -154,6 +154,11 @@ fn lint(blueprint: &str) -> Diagnostics {
     lint_pair(blueprint, None)
 }
 
+/// Every diagnostic of `blueprint` as (id, line).
+fn ids_and_lines(blueprint: &str) -> Vec<(&'static str, usize)> {
+    lint(blueprint).0.iter().map(|d| (d.id, d.position.map_or(0, |p| p.line))).collect()
+}
+
 /// The 1-based line whose trimmed text is `needle`, or else the only line containing it.
 fn line_of(text: &str, needle: &str) -> usize {
     let lines: Vec<&str> = text.lines().collect();
@@ -246,16 +251,17 @@ fn every_problem_is_reported_at_once() {
             ("guaranteed_gpus: 4 }\n  - { name: team-b", "guaranteed_gpus: 40 }\n  - { name: team-b"),
         ],
     );
-    let ids: Vec<&str> = lint(&text).0.iter().map(|d| d.id).collect();
-    for id in [
-        "unsupported-version",
-        "invalid-cluster-name",
-        "unknown-gpu-model",
-        "invalid-radix",
-        "invalid-mount",
-        "guarantees-exceed-gpus",
+    let found = ids_and_lines(&text);
+    for (id, needle) in [
+        ("unsupported-version", "version: 3"),
+        ("invalid-cluster-name", "name: Test"),
+        ("unknown-gpu-model", "model: h10"),
+        ("invalid-radix", "radix: 0"),
+        ("invalid-mount", "mount: home"),
+        ("guarantees-exceed-gpus", "guaranteed_gpus: 40"),
     ] {
-        assert!(ids.contains(&id), "`{id}` missing from {ids:?}");
+        let expected = (id, line_of(&text, needle));
+        assert!(found.contains(&expected), "{expected:?} missing from {found:?}");
     }
 }
 
