@@ -63,6 +63,7 @@ impl SourceFile {
 #[derive(Debug, Clone, Default)]
 pub struct SourceMap {
     values: HashMap<String, Position>,
+    keys: HashMap<String, Position>,
 }
 
 impl SourceMap {
@@ -71,9 +72,20 @@ impl SourceMap {
     pub fn index(text: &str) -> Self {
         let mut builder = Builder::default();
         let mut parser = Parser::new_from_str(text);
-        // A parse error leaves a partial map: enough for everything before it.
-        let _ = parser.load(&mut builder, false);
-        Self { values: builder.values }
+        // Events are pulled one at a time: `Parser::load` recurses once per nesting
+        // level and overflows the stack on `- - - …` input. A parse error, the end of
+        // the first document, or nesting past MAX_DEPTH (which serde_norway rejects
+        // anyway) ends the index: the partial map covers everything before it.
+        while let Ok((event, mark)) = parser.next_token() {
+            if matches!(event, Event::StreamEnd | Event::DocumentEnd) {
+                break;
+            }
+            builder.on_event(event, mark);
+            if builder.stack.len() > MAX_DEPTH {
+                break;
+            }
+        }
+        Self { values: builder.values, keys: builder.keys }
     }
 
     /// The position of `key_path`; when the path does not exist (a missing key),
@@ -83,13 +95,24 @@ impl SourceMap {
         let mut path = key_path;
         loop {
             if let Some(position) = self.values.get(path) {
-                return Some(*position);
+                // A block collection starts on the lines below its key (yaml-rust2 marks
+                // it after the first inner key); the key's line is where a reader looks.
+                return match self.keys.get(path) {
+                    Some(key) if key.line < position.line => Some(*key),
+                    _ => Some(*position),
+                };
             }
             if path.is_empty() {
                 return None;
             }
             path = parent(path);
         }
+    }
+
+    /// The position of the key of the mapping entry at exactly `key_path`.
+    #[must_use]
+    pub fn locate_key(&self, key_path: &str) -> Option<Position> {
+        self.keys.get(key_path).copied()
     }
 
     /// Whether the exact path exists in the file.
@@ -119,6 +142,11 @@ pub fn join_index(parent: &str, index: usize) -> String {
     format!("{parent}[{index}]")
 }
 
+/// Deepest nesting indexed; serde_norway refuses documents deeper than 128 levels.
+const MAX_DEPTH: usize = 256;
+/// Longest key kept in a key path.
+const MAX_KEY_CHARS: usize = 256;
+
 enum Frame {
     Mapping { path: String, pending_key: Option<String> },
     Sequence { path: String, next: usize },
@@ -128,12 +156,13 @@ enum Frame {
 struct Builder {
     stack: Vec<Frame>,
     values: HashMap<String, Position>,
+    keys: HashMap<String, Position>,
 }
 
 impl Builder {
     /// The path of the node that starts now, consuming the slot it fills.
     /// Returns `None` when the node is a mapping key.
-    fn next_node_path(&mut self, key_text: Option<&str>) -> Option<String> {
+    fn next_node_path(&mut self, key_text: Option<&str>, position: Position) -> Option<String> {
         match self.stack.last_mut() {
             None => Some(String::new()),
             Some(Frame::Sequence { path, next }) => {
@@ -146,7 +175,11 @@ impl Builder {
                     Some(join_key(path, &key))
                 } else {
                     // This node is a key. Complex (non-scalar) keys get a placeholder.
-                    *pending_key = Some(key_text.unwrap_or("?").to_owned());
+                    // Paths repeat their ancestors' keys, so a long key is cut to keep
+                    // the map linear in the file's size.
+                    let key: String = key_text.unwrap_or("?").chars().take(MAX_KEY_CHARS).collect();
+                    self.keys.entry(join_key(path, &key)).or_insert(position);
+                    *pending_key = Some(key);
                     None
                 }
             }
@@ -162,22 +195,22 @@ impl MarkedEventReceiver for Builder {
         };
         match event {
             Event::Scalar(text, ..) => {
-                if let Some(path) = self.next_node_path(Some(&text)) {
+                if let Some(path) = self.next_node_path(Some(&text), position) {
                     self.values.entry(path).or_insert(position);
                 }
             }
             Event::Alias(_) => {
-                if let Some(path) = self.next_node_path(Some("*alias")) {
+                if let Some(path) = self.next_node_path(Some("*alias"), position) {
                     self.values.entry(path).or_insert(position);
                 }
             }
             Event::MappingStart(..) => {
-                let path = self.next_node_path(None).unwrap_or_default();
+                let path = self.next_node_path(None, position).unwrap_or_default();
                 self.values.entry(path.clone()).or_insert(position);
                 self.stack.push(Frame::Mapping { path, pending_key: None });
             }
             Event::SequenceStart(..) => {
-                let path = self.next_node_path(None).unwrap_or_default();
+                let path = self.next_node_path(None, position).unwrap_or_default();
                 self.values.entry(path.clone()).or_insert(position);
                 self.stack.push(Frame::Sequence { path, next: 0 });
             }
@@ -201,6 +234,22 @@ mod tests {
         assert_eq!(map.locate("cluster.name"), Some(Position { line: 2, column: 9 }));
         assert_eq!(map.locate("node_groups[1].name"), Some(Position { line: 6, column: 11 }));
         assert_eq!(map.locate("node_groups[1].gpu.model"), Some(Position { line: 7, column: 18 }));
+    }
+
+    #[test]
+    fn a_block_collection_is_located_at_its_key() {
+        let map = SourceMap::index("hosts:\n  a: { address: x }\nlist:\n- p\n");
+        assert_eq!(map.locate("hosts"), Some(Position { line: 1, column: 1 }));
+        assert_eq!(map.locate("hosts.a.address"), Some(Position { line: 2, column: 17 }));
+        assert_eq!(map.locate("list"), Some(Position { line: 3, column: 1 }));
+    }
+
+    #[test]
+    fn deep_nesting_neither_recurses_nor_grows_quadratically() {
+        let text = format!("{}x\n", "- ".repeat(200_000));
+        let map = SourceMap::index(&text);
+        assert!(map.contains("[0]"));
+        assert!(map.values.len() <= MAX_DEPTH + 2);
     }
 
     #[test]

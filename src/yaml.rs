@@ -71,6 +71,17 @@ pub fn read_text(path: &Path) -> Result<String, Diagnostics> {
 /// A `yaml-syntax` diagnostic at the parser's position (also used for alias bombs,
 /// nesting beyond serde_norway's recursion limit and duplicate keys).
 pub fn parse_value(source: &SourceFile) -> Result<Value, Diagnostics> {
+    if let Some(position) = excessive_flow_nesting(&source.text) {
+        let mut diagnostic = Diagnostic::error(
+            "yaml-syntax",
+            format!("invalid YAML: `[`/`{{` nested deeper than {MAX_FLOW_DEPTH} levels"),
+        )
+        .help(syntax_help("recursion limit"))
+        .in_file(&source.path);
+        // No snippet: such a line can be megabytes of brackets.
+        diagnostic.position = Some(position);
+        return Err(Diagnostics(vec![diagnostic]));
+    }
     serde_norway::from_str::<Value>(&source.text).map_err(|error| {
         let message = error.to_string();
         // serde_norway appends " at line L column C"; the position is shown separately.
@@ -83,6 +94,38 @@ pub fn parse_value(source: &SourceFile) -> Result<Value, Diagnostics> {
         }
         Diagnostics(vec![diagnostic])
     })
+}
+
+/// Deepest `[`/`{` nesting accepted; serde_norway's own limit is 128 levels.
+pub const MAX_FLOW_DEPTH: usize = 128;
+
+/// Where flow collections first nest deeper than [`MAX_FLOW_DEPTH`], if they do.
+///
+/// serde_norway would reject such a file too, but libyaml's scanner is quadratic in
+/// flow depth: a megabyte of `[` takes minutes to reach the limit. This linear scan
+/// runs first. It does not parse quotes or comments, so only a document with more
+/// than 128 unclosed brackets inside strings is refused wrongly.
+fn excessive_flow_nesting(text: &str) -> Option<Position> {
+    let mut depth: usize = 0;
+    let (mut line, mut column) = (1, 0);
+    for c in text.chars() {
+        column += 1;
+        match c {
+            '\n' => {
+                line += 1;
+                column = 0;
+            }
+            '[' | '{' => {
+                depth += 1;
+                if depth > MAX_FLOW_DEPTH {
+                    return Some(Position { line, column });
+                }
+            }
+            ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
 }
 
 fn syntax_help(message: &str) -> &'static str {
@@ -115,7 +158,7 @@ fn describe_serde_error(source: &SourceFile, path: &str, message: &str) -> Diagn
     let shown_path = if path.is_empty() { "the top level" } else { path };
     if let Some(rest) = message.strip_prefix("unknown field `") {
         let key = rest.split('`').next().unwrap_or_default();
-        let expected: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
+        let expected: Vec<&str> = rest.split('`').skip(2).step_by(2).collect();
         let key_path = if source.map.contains(path) && !path.ends_with(key) {
             crate::source::join_key(path, key)
         } else {
@@ -125,9 +168,15 @@ fn describe_serde_error(source: &SourceFile, path: &str, message: &str) -> Diagn
             Some(close) => format!("did you mean `{close}`? allowed here: {}", expected.join(", ")),
             None => format!("allowed here: {}", expected.join(", ")),
         };
-        return Diagnostic::error("unknown-key", format!("unknown key `{key}` in {}", parent_of(shown_path, key)))
-            .at(source, key_path)
-            .help(help);
+        let diagnostic =
+            Diagnostic::error("unknown-key", format!("unknown key `{key}` in {}", parent_of(shown_path, key)))
+                .at(source, &key_path)
+                .help(help);
+        // The caret belongs under the misspelt key, not its value.
+        return match source.map.locate_key(&key_path) {
+            Some(position) => diagnostic.at_position(source, position),
+            None => diagnostic,
+        };
     }
     if let Some(rest) = message.strip_prefix("missing field `") {
         let key = rest.split('`').next().unwrap_or_default();
@@ -137,7 +186,7 @@ fn describe_serde_error(source: &SourceFile, path: &str, message: &str) -> Diagn
     }
     if let Some(rest) = message.strip_prefix("unknown variant `") {
         let value = rest.split('`').next().unwrap_or_default();
-        let expected: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
+        let expected: Vec<&str> = rest.split('`').skip(2).step_by(2).collect();
         let help = match did_you_mean(value, expected.iter().copied()) {
             Some(close) => format!("did you mean `{close}`? one of: {}", expected.join(", ")),
             None => format!("one of: {}", expected.join(", ")),
@@ -146,12 +195,23 @@ fn describe_serde_error(source: &SourceFile, path: &str, message: &str) -> Diagn
             .at(source, path)
             .help(help);
     }
-    let help = if message.contains("secrets are never") {
-        "put the secret in an environment variable or a file readable only by you"
-    } else {
-        "`toolkit schema` shows the expected type of every key"
-    };
-    Diagnostic::error("wrong-type", format!("`{shown_path}`: {message}")).at(source, path).help(help)
+    if message.contains("`{env: VARIABLE}`") {
+        // serde's "invalid type" messages quote the value, which may be the secret.
+        let message = if message.starts_with("empty secret reference") {
+            message
+        } else {
+            "secrets are never written inline: use `{env: VARIABLE}` or `{file: PATH}`"
+        };
+        let mut diagnostic = Diagnostic::error("inline-secret", format!("`{shown_path}`: {message}"))
+            .at(source, path)
+            .help("put the secret in an environment variable or a file readable only by you");
+        // The line holds the secret itself: point at it, never print it.
+        diagnostic.source_line = None;
+        return diagnostic;
+    }
+    Diagnostic::error("wrong-type", format!("`{shown_path}`: {message}"))
+        .at(source, path)
+        .help("`toolkit schema` shows the expected type of every key")
 }
 
 fn parent_of(path: &str, key: &str) -> String {

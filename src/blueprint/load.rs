@@ -50,11 +50,12 @@ pub fn load_text(path: &Path, text: String) -> Result<LoadedBlueprint, Diagnosti
     }
     let variables = take_variables(&value);
     let mut diagnostics = Diagnostics::default();
+    let mut budget = Some(MAX_EXPANSION_BYTES);
     if let Value::Mapping(root) = &mut value {
         for (key, child) in root.iter_mut() {
             let Some(key) = key.as_str() else { continue };
             if key != "vars" {
-                interpolate(child, key, &variables, &source, &mut diagnostics);
+                interpolate(child, key, &variables, &source, &mut diagnostics, &mut budget);
             }
         }
     }
@@ -72,36 +73,54 @@ fn take_variables(value: &Value) -> Mapping {
     }
 }
 
-fn interpolate(value: &mut Value, path: &str, vars: &Mapping, source: &SourceFile, out: &mut Diagnostics) {
+/// Most bytes variable references may add in total: a large variable referenced many
+/// times would otherwise multiply into gigabytes (the `vars` form of an alias bomb).
+const MAX_EXPANSION_BYTES: usize = crate::yaml::MAX_FILE_BYTES;
+
+fn interpolate(
+    value: &mut Value,
+    path: &str,
+    vars: &Mapping,
+    source: &SourceFile,
+    out: &mut Diagnostics,
+    budget: &mut Option<usize>,
+) {
     match value {
         Value::String(text) if text.contains("${") => {
-            if let Some(replacement) = substitute(text, path, vars, source, out) {
+            if let Some(replacement) = substitute(text, path, vars, source, out, budget) {
                 *value = replacement;
             }
         }
         Value::Sequence(items) => {
             for (index, item) in items.iter_mut().enumerate() {
-                interpolate(item, &join_index(path, index), vars, source, out);
+                interpolate(item, &join_index(path, index), vars, source, out, budget);
             }
         }
         Value::Mapping(entries) => {
             for (key, child) in entries.iter_mut() {
                 let key = key.as_str().unwrap_or("?").to_owned();
-                interpolate(child, &join_key(path, &key), vars, source, out);
+                interpolate(child, &join_key(path, &key), vars, source, out, budget);
             }
         }
-        Value::Tagged(tagged) => interpolate(&mut tagged.value, path, vars, source, out),
+        Value::Tagged(tagged) => interpolate(&mut tagged.value, path, vars, source, out, budget),
         _ => {}
     }
 }
 
 /// The substituted value, or `None` (with a diagnostic) when a variable is unknown.
-fn substitute(text: &str, path: &str, vars: &Mapping, source: &SourceFile, out: &mut Diagnostics) -> Option<Value> {
+fn substitute(
+    text: &str,
+    path: &str,
+    vars: &Mapping,
+    source: &SourceFile,
+    out: &mut Diagnostics,
+    budget: &mut Option<usize>,
+) -> Option<Value> {
     // A whole-string reference keeps the variable's type.
     if let Some(name) = text.strip_prefix("${").and_then(|rest| rest.strip_suffix('}'))
         && !name.contains(['{', '}', '$'])
     {
-        return lookup(name.trim(), path, vars, source, out).cloned();
+        return lookup(name.trim(), path, vars, source, out, budget).cloned();
     }
     let mut result = String::with_capacity(text.len());
     let mut rest = text;
@@ -120,7 +139,7 @@ fn substitute(text: &str, path: &str, vars: &Mapping, source: &SourceFile, out: 
                 );
                 return None;
             };
-            let value = lookup(open[..end].trim(), path, vars, source, out)?;
+            let value = lookup(open[..end].trim(), path, vars, source, out, budget)?;
             result.push_str(&scalar_text(value));
             rest = &open[end + 1..];
         } else {
@@ -138,8 +157,25 @@ fn lookup<'v>(
     vars: &'v Mapping,
     source: &SourceFile,
     out: &mut Diagnostics,
+    budget: &mut Option<usize>,
 ) -> Option<&'v Value> {
     if let Some(value) = vars.get(name) {
+        // `None`: already exhausted and reported; every later reference fails quietly.
+        let remaining = (*budget)?;
+        let size = scalar_text(value).len();
+        let Some(left) = remaining.checked_sub(size) else {
+            *budget = None;
+            out.push(
+                Diagnostic::error(
+                    "vars-too-large",
+                    format!("variable references expand to more than {MAX_EXPANSION_BYTES} bytes"),
+                )
+                .at(source, path)
+                .help("variables are for short values; write large values out once"),
+            );
+            return None;
+        };
+        *budget = Some(left);
         return Some(value);
     }
     let known: Vec<&str> = vars.keys().filter_map(Value::as_str).collect();

@@ -1,0 +1,1149 @@
+//! Tests of the semantic checks: a valid blueprint, one edit, and the diagnostic's
+//! id, severity and line.
+
+use std::path::Path;
+
+use super::check;
+use crate::blueprint::load::load_text;
+use crate::diagnostic::{Diagnostic, Diagnostics, Severity};
+use crate::inventory::LoadedInventory;
+use crate::source::SourceFile;
+
+/// A small RoCE cluster that passes every check without a warning.
+const ROCE: &str = r#"version: 1
+cluster:
+  name: test
+node_groups:
+  - name: head
+    count: 1
+    hostname: head
+    roles: [controller, database, login, storage]
+  - name: gpu
+    count: 4
+    hostname: "node{index:02}"
+    roles: [compute]
+    gpu: { model: h100, count: 2 }
+    rail_nics: { count: 2, speed_gbps: 200, link_layer: ethernet }
+    local_nvme: { count: 2, size_gb: 1000 }
+fabric:
+  compute:
+    kind: roce
+    rails: 2
+    link_speed_gbps: 200
+    switch: { model: frr-container, radix: 32 }
+    oversubscription: "4:1"
+    uplinks_per_leaf: 1
+    mtu: 9216
+    host_mtu: 9000
+    roce: { mode: lossless, pfc_priority: 3, ecn: true }
+    addressing:
+      rail_pool: 10.200.0.0/16
+      loopback_pool: 10.255.0.0/24
+  storage: { subnet: 10.30.0.0/16 }
+  management:
+    inband: { subnet: 10.10.0.0/24 }
+    oob: { subnet: 10.11.0.0/24 }
+storage:
+  filesystems:
+    - { name: home, kind: nfs, server_group: head, export: /export/home, mount: /home }
+  scratch: { mount: /scratch }
+scheduler:
+  kind: slurm
+  slurm:
+    min_version: "22.05"
+    partitions:
+      - { name: gpu, groups: [gpu], default: true, max_time: INFINITE }
+tenants:
+  - { name: team-a, users: [alice], guaranteed_gpus: 4 }
+  - { name: team-b, users: [bob], guaranteed_gpus: 4 }
+acceptance:
+  mode: auto
+  nccl_efficiency: 0.8
+"#;
+
+/// A small InfiniBand cluster that passes every check without a warning.
+const INFINIBAND: &str = r#"version: 1
+cluster:
+  name: ib
+node_groups:
+  - name: mgmt
+    count: 1
+    hostname: mgmt01
+    roles: [controller, database, login]
+  - name: dgx
+    count: 4
+    hostname: "dgx{index:03}"
+    roles: [compute]
+    gpu: { model: h100, count: 8 }
+    rail_nics: { count: 8, speed_gbps: 400, link_layer: infiniband }
+fabric:
+  compute:
+    kind: infiniband
+    rails: 8
+    link_speed_gbps: 400
+    switch: { model: qm9700, radix: 64 }
+    mtu: 4096
+    host_mtu: 4096
+    infiniband:
+      subnet_manager: { kind: opensm, groups: [mgmt] }
+      pkeys:
+        - { name: research, pkey: "0x0a01", tenants: [research] }
+        - { name: product, pkey: "0x0a02", tenants: [product] }
+    addressing:
+      rail_pool: 10.200.0.0/16
+      loopback_pool: 10.255.0.0/24
+  management:
+    inband: { subnet: 10.10.0.0/24 }
+storage:
+  filesystems:
+    - { name: lustre, kind: lustre, endpoint: "10.30.0.10@o2ib:/lustre", mount: /lustre }
+scheduler:
+  kind: slurm
+  slurm:
+    partitions:
+      - { name: batch, groups: [dgx], default: true }
+tenants:
+  - { name: research, users: [alice], guaranteed_gpus: 16 }
+  - { name: product, users: [bob], guaranteed_gpus: 16 }
+"#;
+
+/// The inventory of [`ROCE`], complete and consistent.
+const INVENTORY: &str = r#"version: 1
+bastions:
+  gateway: { address: bastion.example.com }
+hosts:
+  head: { address: 10.10.0.10 }
+  node01: { address: 10.10.0.11, rail_macs: { 0: "b8:3f:d2:00:00:10" } }
+  node02: { address: 10.10.0.12 }
+  node03: { address: 10.10.0.13 }
+  node04: { address: 10.10.0.14, proxy_jump: gateway }
+switches:
+  leaf0: { address: 10.10.0.200, os: frr }
+  leaf1: { address: 10.10.0.201, os: frr }
+  spine0: { address: 10.10.0.210, os: frr }
+"#;
+
+const BLUEPRINT_FILE: &str = "bp.yaml";
+const INVENTORY_FILE: &str = "inv.yaml";
+
+/// `base` with each `(from, to)` replaced; each `from` must occur exactly once.
+fn edit(base: &str, edits: &[(&str, &str)]) -> String {
+    let mut text = base.to_owned();
+    for (from, to) in edits {
+        assert_eq!(text.matches(from).count(), 1, "`{from}` must occur once in the text being edited");
+        text = text.replacen(from, to, 1);
+    }
+    text
+}
+
+fn load_inventory(text: &str) -> LoadedInventory {
+    let source = SourceFile::new(INVENTORY_FILE, text.to_owned());
+    let value = crate::yaml::parse_value(&source).expect("inventory YAML parses");
+    let inventory = crate::yaml::deserialize(&source, value).expect("inventory matches the schema");
+    LoadedInventory { inventory, source }
+}
+
+fn lint_pair(blueprint: &str, inventory: Option<&str>) -> Diagnostics {
+    let loaded = load_text(Path::new(BLUEPRINT_FILE), blueprint.to_owned())
+        .unwrap_or_else(|d| panic!("blueprint loads:\n{}", d.render()));
+    let inventory = inventory.map(load_inventory);
+    check(&loaded, inventory.as_ref())
+}
+
+fn lint(blueprint: &str) -> Diagnostics {
+    lint_pair(blueprint, None)
+}
+
+/// Every diagnostic of `blueprint` as (id, line).
+fn ids_and_lines(blueprint: &str) -> Vec<(&'static str, usize)> {
+    lint(blueprint).0.iter().map(|d| (d.id, d.position.map_or(0, |p| p.line))).collect()
+}
+
+/// The 1-based line whose trimmed text is `needle`, or else the only line containing it.
+fn line_of(text: &str, needle: &str) -> usize {
+    let lines: Vec<&str> = text.lines().collect();
+    let exact: Vec<usize> = (0..lines.len()).filter(|&i| lines[i].trim() == needle.trim()).collect();
+    let candidates =
+        if exact.is_empty() { (0..lines.len()).filter(|&i| lines[i].contains(needle)).collect() } else { exact };
+    assert_eq!(candidates.len(), 1, "`{needle}` must identify one line, found {candidates:?}");
+    candidates[0] + 1
+}
+
+/// The diagnostic `id` in `file` on the line of `needle`, or a panic listing all found.
+fn find<'a>(diagnostics: &'a Diagnostics, file: &str, text: &str, id: &str, needle: &str) -> &'a Diagnostic {
+    let line = line_of(text, needle);
+    diagnostics
+        .0
+        .iter()
+        .find(|d| d.id == id && d.position.map(|p| p.line) == Some(line) && d.file.as_deref() == Some(Path::new(file)))
+        .unwrap_or_else(|| panic!("expected `{id}` at {file}:{line}, found:\n{}", diagnostics.render()))
+}
+
+fn finds(text: &str, id: &str, needle: &str, severity: Severity) -> Diagnostic {
+    let diagnostics = lint(text);
+    let found = find(&diagnostics, BLUEPRINT_FILE, text, id, needle).clone();
+    assert_eq!(found.severity, severity, "{}", found.render());
+    assert!(found.help.is_some(), "every diagnostic has a fix hint: {}", found.render());
+    found
+}
+
+fn finds_in_inventory(inventory: &str, id: &str, needle: &str, severity: Severity) -> Diagnostic {
+    let diagnostics = lint_pair(ROCE, Some(inventory));
+    let found = find(&diagnostics, INVENTORY_FILE, inventory, id, needle).clone();
+    assert_eq!(found.severity, severity, "{}", found.render());
+    found
+}
+
+/// One test: edit a base text, expect one diagnostic id with a severity on a line.
+macro_rules! finds {
+    ($name:ident, $base:expr, [$(($from:expr, $to:expr)),* $(,)?], $id:literal, $needle:expr, $severity:ident) => {
+        #[test]
+        fn $name() {
+            let text = edit($base, &[$(($from, $to)),*]);
+            finds(&text, $id, $needle, Severity::$severity);
+        }
+    };
+}
+
+macro_rules! finds_in_inventory {
+    ($name:ident, [$(($from:expr, $to:expr)),* $(,)?], $id:literal, $needle:expr, $severity:ident) => {
+        #[test]
+        fn $name() {
+            let text = edit(INVENTORY, &[$(($from, $to)),*]);
+            finds_in_inventory(&text, $id, $needle, Severity::$severity);
+        }
+    };
+}
+
+#[test]
+fn the_base_blueprints_are_clean() {
+    for base in [ROCE, INFINIBAND] {
+        let diagnostics = lint(base);
+        assert!(diagnostics.is_empty(), "{}", diagnostics.render());
+    }
+    let diagnostics = lint_pair(ROCE, Some(INVENTORY));
+    assert!(diagnostics.is_empty(), "{}", diagnostics.render());
+}
+
+#[test]
+fn the_example_blueprints_and_inventories_have_no_errors() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for name in ["lab", "h100-superpod-1su", "h200-roce-64"] {
+        let blueprint = std::fs::read_to_string(root.join(format!("blueprints/{name}.yaml"))).expect("example");
+        let inventory = std::fs::read_to_string(root.join(format!("inventories/{name}.yaml"))).expect("example");
+        let alone = lint(&blueprint);
+        assert!(!alone.has_errors(), "{name}:\n{}", alone.render());
+        let paired = lint_pair(&blueprint, Some(&inventory));
+        assert!(!paired.has_errors(), "{name} with its inventory:\n{}", paired.render());
+    }
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let text = edit(
+        ROCE,
+        &[
+            ("version: 1", "version: 3"),
+            ("name: test", "name: Test"),
+            ("model: h100", "model: h10"),
+            ("radix: 32", "radix: 0"),
+            ("mount: /home", "mount: home"),
+            ("guaranteed_gpus: 4 }\n  - { name: team-b", "guaranteed_gpus: 40 }\n  - { name: team-b"),
+        ],
+    );
+    let found = ids_and_lines(&text);
+    for (id, needle) in [
+        ("unsupported-version", "version: 3"),
+        ("invalid-cluster-name", "name: Test"),
+        ("unknown-gpu-model", "model: h10"),
+        ("invalid-radix", "radix: 0"),
+        ("invalid-mount", "mount: home"),
+        ("guarantees-exceed-gpus", "guaranteed_gpus: 40"),
+    ] {
+        let expected = (id, line_of(&text, needle));
+        assert!(found.contains(&expected), "{expected:?} missing from {found:?}");
+    }
+}
+
+#[test]
+fn hostile_numbers_give_diagnostics_not_panics() {
+    let text = edit(
+        ROCE,
+        &[
+            ("    count: 4", "    count: 4294967295\n    start_index: 4294967295"),
+            ("rails: 2", "rails: 4294967295"),
+            ("radix: 32", "radix: 4294967295"),
+            ("\"4:1\"", "\"4294967295:4294967295\""),
+            ("uplinks_per_leaf: 1", "uplinks_per_leaf: 4294967295"),
+            ("mtu: 9216", "mtu: 4294967295"),
+            ("guaranteed_gpus: 4 }\n  - { name: team-b", "guaranteed_gpus: 4294967295 }\n  - { name: team-b"),
+            ("loopback_pool: 10.255.0.0/24", "loopback_pool: 10.255.0.0/24\n      leaf_asn_base: 4294967295"),
+        ],
+    );
+    let diagnostics = lint(&text);
+    assert!(diagnostics.has_errors());
+    let ids: Vec<&str> = diagnostics.0.iter().map(|d| d.id).collect();
+    for id in ["too-many-nodes", "hostname-index-overflow", "invalid-rail-count", "invalid-radix"] {
+        assert!(ids.contains(&id), "`{id}` missing from {ids:?}");
+    }
+    // Planning a fabric that big would have to build every switch name; it is skipped.
+    let inventory = lint_pair(&text, Some(INVENTORY));
+    assert!(inventory.has_errors());
+}
+
+// --- cluster and node groups ---------------------------------------------------
+
+finds!(version_must_be_1, ROCE, [("version: 1", "version: 2")], "unsupported-version", "version: 2", Error);
+
+#[test]
+fn cluster_name_must_be_simple() {
+    let text = edit(ROCE, &[("name: test", "name: Test_Cluster")]);
+    let found = finds(&text, "invalid-cluster-name", "name: Test_Cluster", Severity::Error);
+    assert!(found.help.as_deref().is_some_and(|h| h.contains("`test-cluster`")), "{}", found.render());
+    let long = edit(ROCE, &[("name: test", &format!("name: {}", "a".repeat(41)))]);
+    finds(&long, "invalid-cluster-name", &"a".repeat(41), Severity::Error);
+}
+
+#[test]
+fn group_names_are_unique() {
+    let text = edit(ROCE, &[("- name: gpu", "- name: head")]);
+    let diagnostics = lint(&text);
+    let second = text.lines().enumerate().filter(|(_, l)| l.contains("- name: head")).nth(1).map(|(i, _)| i + 1);
+    assert!(
+        diagnostics.0.iter().any(|d| d.id == "duplicate-group-name" && d.position.map(|p| p.line) == second),
+        "{}",
+        diagnostics.render()
+    );
+}
+
+finds!(group_count_is_not_zero, ROCE, [("    count: 4", "    count: 0")], "empty-group", "count: 0", Error);
+finds!(
+    node_total_is_bounded,
+    ROCE,
+    [("    count: 4", "    count: 2000000")],
+    "too-many-nodes",
+    "count: 2000000",
+    Error
+);
+finds!(
+    host_numbers_fit_u32,
+    ROCE,
+    [("    hostname: \"node{index:02}\"", "    hostname: \"node{index:02}\"\n    start_index: 4294967295")],
+    "hostname-index-overflow",
+    "start_index: 4294967295",
+    Error
+);
+finds!(
+    hostname_placeholder_is_index,
+    ROCE,
+    [("\"node{index:02}\"", "\"node{idx}\"")],
+    "invalid-hostname",
+    "hostname: \"node{idx}\"",
+    Error
+);
+finds!(
+    hostname_padding_is_bounded,
+    ROCE,
+    [("\"node{index:02}\"", "\"node{index:099999999999}\"")],
+    "invalid-hostname",
+    "hostname: \"node{index:099999999999}\"",
+    Error
+);
+finds!(
+    hostnames_are_dns_labels,
+    ROCE,
+    [("\"node{index:02}\"", "\"node_{index:02}\"")],
+    "invalid-hostname",
+    "hostname: \"node_{index:02}\"",
+    Error
+);
+finds!(
+    many_nodes_need_an_index,
+    ROCE,
+    [("\"node{index:02}\"", "node")],
+    "hostname-without-index",
+    "hostname: node",
+    Error
+);
+finds!(
+    hostnames_are_unique_across_groups,
+    ROCE,
+    [("hostname: head", "hostname: node03")],
+    "duplicate-hostname",
+    "hostname: \"node{index:02}\"",
+    Error
+);
+
+#[test]
+fn unknown_gpu_model_suggests_the_closest() {
+    let text = edit(ROCE, &[("model: h100", "model: h10")]);
+    let found = finds(&text, "unknown-gpu-model", "gpu: { model: h10, count: 2 }", Severity::Error);
+    assert!(found.help.as_deref().is_some_and(|h| h.starts_with("did you mean `h100`?")), "{}", found.render());
+}
+
+finds!(gpu_count_is_not_zero, ROCE, [("count: 2 }", "count: 0 }")], "invalid-gpu-count", "model: h100", Error);
+finds!(gpu_count_is_at_most_16, ROCE, [("count: 2 }", "count: 17 }")], "invalid-gpu-count", "model: h100", Error);
+finds!(
+    a_controller_is_required,
+    ROCE,
+    [("[controller, database, login, storage]", "[database, login, storage]")],
+    "no-controller",
+    "node_groups:",
+    Error
+);
+finds!(
+    one_controller_group,
+    ROCE,
+    [("roles: [compute]", "roles: [compute, controller]")],
+    "multiple-controller-groups",
+    "roles: [compute, controller]",
+    Error
+);
+finds!(
+    controller_ha_is_not_rendered,
+    ROCE,
+    [("    count: 1\n    hostname: head", "    count: 2\n    hostname: \"head{index}\"")],
+    "controller-not-ha",
+    "count: 2",
+    Warning
+);
+finds!(slurm_needs_compute, ROCE, [("roles: [compute]", "roles: [login]")], "no-compute-group", "node_groups:", Error);
+finds!(
+    accounting_needs_a_database,
+    ROCE,
+    [("[controller, database, login, storage]", "[controller, login, storage]")],
+    "no-database-group",
+    "slurm:",
+    Error
+);
+
+// --- compute fabric --------------------------------------------------------------
+
+finds!(rails_are_in_range, ROCE, [("rails: 2", "rails: 0")], "invalid-rail-count", "rails: 0", Error);
+finds!(radix_is_in_range, ROCE, [("radix: 32", "radix: 0")], "invalid-radix", "radix: 0", Error);
+finds!(
+    one_nic_per_rail,
+    ROCE,
+    [("{ count: 2, speed_gbps", "{ count: 4, speed_gbps")],
+    "rail-nic-count-mismatch",
+    "rail_nics:",
+    Error
+);
+finds!(
+    nic_link_layer_matches_fabric,
+    ROCE,
+    [("link_layer: ethernet", "link_layer: infiniband")],
+    "link-layer-mismatch",
+    "rail_nics:",
+    Error
+);
+finds!(
+    slow_nics_are_an_error,
+    ROCE,
+    [("speed_gbps: 200, link", "speed_gbps: 100, link")],
+    "nic-speed-mismatch",
+    "rail_nics:",
+    Error
+);
+finds!(
+    fast_nics_are_a_warning,
+    ROCE,
+    [("speed_gbps: 200, link", "speed_gbps: 400, link")],
+    "nic-speed-mismatch",
+    "rail_nics:",
+    Warning
+);
+finds!(gpus_sharing_nics_warn, ROCE, [("count: 2 }", "count: 4 }")], "gpus-share-nics", "rail_nics:", Warning);
+finds!(more_rails_than_gpus_warn, ROCE, [("count: 2 }", "count: 1 }")], "more-rails-than-gpus", "rail_nics:", Warning);
+finds!(
+    gpu_groups_belong_on_the_fabric,
+    ROCE,
+    [("    rail_nics: { count: 2, speed_gbps: 200, link_layer: ethernet }\n", "")],
+    "gpu-group-off-fabric",
+    "- name: gpu",
+    Warning
+);
+finds!(
+    oversubscription_is_a_ratio,
+    ROCE,
+    [("\"4:1\"", "\"4-1\"")],
+    "invalid-oversubscription",
+    "oversubscription: \"4-1\"",
+    Error
+);
+finds!(
+    oversubscription_terms_are_bounded,
+    ROCE,
+    [("\"4:1\"", "\"100:1\"")],
+    "invalid-oversubscription",
+    "oversubscription: \"100:1\"",
+    Error
+);
+
+#[test]
+fn a_fabric_too_large_for_the_radix_is_an_error_with_numbers() {
+    let text = edit(ROCE, &[("radix: 32", "radix: 2")]);
+    let found = finds(&text, "fabric-sizing", "switch: { model: frr-container, radix: 2 }", Severity::Error);
+    assert!(found.message.contains("8 leaves exceed"), "{}", found.render());
+}
+
+finds!(
+    uplinks_fit_the_radix,
+    ROCE,
+    [("uplinks_per_leaf: 1", "uplinks_per_leaf: 40")],
+    "fabric-sizing",
+    "switch: { model: frr-container, radix: 32 }",
+    Error
+);
+finds!(
+    host_mtu_fits_switch_mtu,
+    ROCE,
+    [("host_mtu: 9000", "host_mtu: 9300")],
+    "host-mtu-above-switch-mtu",
+    "host_mtu: 9300",
+    Error
+);
+finds!(
+    group_mtu_fits_switch_mtu,
+    ROCE,
+    [("link_layer: ethernet }", "link_layer: ethernet, mtu: 9500 }")],
+    "host-mtu-above-switch-mtu",
+    "rail_nics:",
+    Error
+);
+finds!(
+    roce_host_mtu_above_9000_warns,
+    ROCE,
+    [("host_mtu: 9000", "host_mtu: 9100")],
+    "host-mtu-above-9000",
+    "host_mtu: 9100",
+    Warning
+);
+finds!(
+    infiniband_mtu_is_an_ibta_size,
+    INFINIBAND,
+    [("    mtu: 4096", "    mtu: 4000")],
+    "invalid-ib-mtu",
+    "mtu: 4000",
+    Error
+);
+finds!(
+    infiniband_section_does_not_apply_to_roce,
+    ROCE,
+    [("    addressing:\n", "    infiniband: { subnet_manager: { kind: opensm, groups: [head] } }\n    addressing:\n")],
+    "section-does-not-apply",
+    "infiniband: { subnet_manager: { kind: opensm, groups: [head] } }",
+    Error
+);
+finds!(
+    roce_section_does_not_apply_to_infiniband,
+    INFINIBAND,
+    [("    infiniband:\n", "    roce: { mode: lossless, pfc_priority: 3, ecn: true }\n    infiniband:\n")],
+    "section-does-not-apply",
+    "roce: { mode: lossless, pfc_priority: 3, ecn: true }",
+    Error
+);
+finds!(
+    roce_needs_qos,
+    ROCE,
+    [("    roce: { mode: lossless, pfc_priority: 3, ecn: true }\n", "")],
+    "roce-qos-missing",
+    "kind: roce",
+    Error
+);
+finds!(
+    lossless_needs_pfc,
+    ROCE,
+    [("pfc_priority: 3, ecn: true", "ecn: true")],
+    "roce-lossless-incomplete",
+    "roce: { mode: lossless, ecn: true }",
+    Error
+);
+finds!(
+    lossless_needs_ecn,
+    ROCE,
+    [("ecn: true", "ecn: false")],
+    "roce-lossless-incomplete",
+    "roce: { mode: lossless, pfc_priority: 3, ecn: false }",
+    Error
+);
+finds!(
+    lossy_without_ecn_warns,
+    ROCE,
+    [("mode: lossless, pfc_priority: 3, ecn: true", "mode: lossy")],
+    "roce-without-ecn",
+    "roce: { mode: lossy }",
+    Warning
+);
+finds!(
+    pfc_priority_is_3_bits,
+    ROCE,
+    [("pfc_priority: 3", "pfc_priority: 9")],
+    "invalid-pfc-priority",
+    "pfc_priority: 9",
+    Error
+);
+finds!(dscp_is_6_bits, ROCE, [("ecn: true }", "ecn: true, dscp: 64 }")], "invalid-dscp", "dscp: 64", Error);
+finds!(data_and_cnp_dscp_differ, ROCE, [("ecn: true }", "ecn: true, dscp: 48 }")], "dscp-collision", "dscp: 48", Error);
+finds!(
+    infiniband_needs_a_subnet_manager,
+    INFINIBAND,
+    [(
+        "    infiniband:\n      subnet_manager: { kind: opensm, groups: [mgmt] }\n      pkeys:\n        - { name: research, pkey: \"0x0a01\", tenants: [research] }\n        - { name: product, pkey: \"0x0a02\", tenants: [product] }\n",
+        ""
+    )],
+    "missing-subnet-manager",
+    "kind: infiniband",
+    Error
+);
+finds!(
+    opensm_needs_hosts,
+    INFINIBAND,
+    [("groups: [mgmt]", "groups: []")],
+    "missing-subnet-manager",
+    "subnet_manager: { kind: opensm, groups: [] }",
+    Error
+);
+
+#[test]
+fn subnet_manager_groups_exist() {
+    let text = edit(INFINIBAND, &[("groups: [mgmt]", "groups: [mgnt]")]);
+    let found = finds(&text, "unknown-group", "subnet_manager:", Severity::Error);
+    assert!(found.help.as_deref().is_some_and(|h| h.starts_with("did you mean `mgmt`?")), "{}", found.render());
+}
+
+finds!(pkey_is_hex, INFINIBAND, [("\"0x0a01\"", "\"0xzz\"")], "invalid-pkey", "pkey: \"0xzz\"", Error);
+finds!(pkey_is_not_the_default, INFINIBAND, [("\"0x0a01\"", "\"0x7fff\"")], "invalid-pkey", "pkey: \"0x7fff\"", Error);
+finds!(pkey_has_four_digits, INFINIBAND, [("\"0x0a01\"", "\"0x10a01\"")], "invalid-pkey", "pkey: \"0x10a01\"", Error);
+finds!(
+    pkeys_collide_without_the_membership_bit,
+    INFINIBAND,
+    [("\"0x0a02\"", "\"0x8a01\"")],
+    "duplicate-pkey",
+    "pkey: \"0x8a01\"",
+    Error
+);
+finds!(
+    partition_names_are_unique,
+    INFINIBAND,
+    [("name: product, pkey", "name: research, pkey")],
+    "duplicate-pkey-name",
+    "pkey: \"0x0a02\"",
+    Error
+);
+finds!(
+    pkey_tenants_are_declared,
+    INFINIBAND,
+    [("tenants: [product]", "tenants: [prodcut]")],
+    "unknown-tenant",
+    "tenants: [prodcut]",
+    Error
+);
+
+// --- addresses and ASNs ------------------------------------------------------------
+
+finds!(pools_are_cidr, ROCE, [("10.200.0.0/16", "10.200.0.0/33")], "invalid-cidr", "rail_pool: 10.200.0.0/33", Error);
+finds!(
+    cidr_host_bits_warn,
+    ROCE,
+    [("10.10.0.0/24", "10.10.0.1/24")],
+    "cidr-host-bits-set",
+    "inband: { subnet: 10.10.0.1/24 }",
+    Warning
+);
+finds!(
+    rail_pool_holds_every_leaf_subnet,
+    ROCE,
+    [("10.200.0.0/16", "10.200.0.0/28")],
+    "pool-too-small",
+    "rail_pool: 10.200.0.0/28",
+    Error
+);
+finds!(
+    loopback_pool_holds_every_switch,
+    ROCE,
+    [("10.255.0.0/24", "10.255.0.0/31")],
+    "pool-too-small",
+    "loopback_pool: 10.255.0.0/31",
+    Error
+);
+finds!(
+    management_subnet_holds_every_node,
+    ROCE,
+    [("10.10.0.0/24", "10.10.0.0/29")],
+    "management-subnet-too-small",
+    "inband: { subnet: 10.10.0.0/29 }",
+    Error
+);
+finds!(
+    networks_do_not_overlap,
+    ROCE,
+    [("10.11.0.0/24", "10.10.0.0/16")],
+    "overlapping-networks",
+    "oob: { subnet: 10.10.0.0/16 }",
+    Error
+);
+finds!(
+    leaf_asns_fit_u32,
+    ROCE,
+    [("loopback_pool: 10.255.0.0/24", "loopback_pool: 10.255.0.0/24\n      leaf_asn_base: 4294967295")],
+    "asn-overflow",
+    "leaf_asn_base: 4294967295",
+    Error
+);
+finds!(
+    spine_asn_is_not_a_leaf_asn,
+    ROCE,
+    [("loopback_pool: 10.255.0.0/24", "loopback_pool: 10.255.0.0/24\n      spine_asn: 4200000101")],
+    "asn-collision",
+    "spine_asn: 4200000101",
+    Error
+);
+finds!(
+    public_asns_warn,
+    ROCE,
+    [("loopback_pool: 10.255.0.0/24", "loopback_pool: 10.255.0.0/24\n      spine_asn: 3000")],
+    "asn-not-private",
+    "spine_asn: 3000",
+    Warning
+);
+
+// --- storage -------------------------------------------------------------------------
+
+finds!(
+    filesystem_names_are_unique,
+    ROCE,
+    [("  scratch:", "    - { name: home, kind: nfs, server_group: head, mount: /data }\n  scratch:")],
+    "duplicate-filesystem",
+    "mount: /data",
+    Error
+);
+finds!(mounts_are_absolute, ROCE, [("mount: /home", "mount: home")], "invalid-mount", "mount: home", Error);
+finds!(
+    mounts_do_not_nest,
+    ROCE,
+    [("{ mount: /scratch }", "{ mount: /home/scratch }")],
+    "mount-collision",
+    "scratch: { mount: /home/scratch }",
+    Error
+);
+finds!(
+    mounts_are_distinct,
+    ROCE,
+    [("  scratch:", "    - { name: data, kind: nfs, server_group: head, mount: /home/ }\n  scratch:")],
+    "mount-collision",
+    "mount: /home/ }",
+    Error
+);
+finds!(
+    nfs_needs_a_server,
+    ROCE,
+    [("server_group: head, export: /export/home, ", "")],
+    "nfs-without-server",
+    "{ name: home, kind: nfs, mount: /home }",
+    Error
+);
+finds!(
+    nfs_server_or_endpoint,
+    ROCE,
+    [("export: /export/home,", "export: /export/home, endpoint: \"nas:/home\",")],
+    "nfs-server-and-endpoint",
+    "endpoint: \"nas:/home\"",
+    Warning
+);
+finds!(
+    nfs_endpoint_is_server_and_path,
+    ROCE,
+    [("server_group: head, export: /export/home,", "endpoint: nas/home,")],
+    "invalid-endpoint",
+    "endpoint: nas/home",
+    Error
+);
+finds!(
+    lustre_needs_an_endpoint,
+    INFINIBAND,
+    [("endpoint: \"10.30.0.10@o2ib:/lustre\", ", "")],
+    "lustre-without-endpoint",
+    "{ name: lustre, kind: lustre, mount: /lustre }",
+    Error
+);
+finds!(
+    lustre_endpoint_names_the_mgs,
+    INFINIBAND,
+    [("10.30.0.10@o2ib:/lustre", "10.30.0.10:/lustre")],
+    "invalid-endpoint",
+    "endpoint: \"10.30.0.10:/lustre\"",
+    Error
+);
+
+#[test]
+fn storage_groups_exist() {
+    let text = edit(ROCE, &[("server_group: head", "server_group: heads")]);
+    let found = finds(&text, "unknown-group", "server_group: heads", Severity::Error);
+    assert!(found.help.as_deref().is_some_and(|h| h.starts_with("did you mean `head`?")), "{}", found.render());
+}
+
+finds!(
+    nfs_server_has_storage_role,
+    ROCE,
+    [("[controller, database, login, storage]", "[controller, database, login]")],
+    "server-group-without-storage-role",
+    "server_group: head",
+    Warning
+);
+finds!(
+    scratch_needs_nvme,
+    ROCE,
+    [("    local_nvme: { count: 2, size_gb: 1000 }\n", "")],
+    "scratch-without-nvme",
+    "scratch: { mount: /scratch }",
+    Warning
+);
+
+// --- scheduler -----------------------------------------------------------------------
+
+#[test]
+fn scheduler_kind_matches_its_section() {
+    let text = edit(ROCE, &[("kind: slurm", "kind: kubernetes")]);
+    finds(&text, "scheduler-section-mismatch", "kind: kubernetes", Severity::Error);
+    finds(&text, "scheduler-section-mismatch", "slurm:", Severity::Error);
+    let both = edit(ROCE, &[("  slurm:\n", "  kubernetes: {}\n  slurm:\n")]);
+    finds(&both, "scheduler-section-mismatch", "kubernetes: {}", Severity::Error);
+}
+
+finds!(
+    slurm_version_is_a_release,
+    ROCE,
+    [("\"22.05\"", "\"22.5\"")],
+    "invalid-slurm-version",
+    "min_version: \"22.5\"",
+    Error
+);
+finds!(
+    slurm_version_is_supported,
+    ROCE,
+    [("\"22.05\"", "\"21.08\"")],
+    "invalid-slurm-version",
+    "min_version: \"21.08\"",
+    Error
+);
+finds!(
+    block_topology_needs_23_11,
+    ROCE,
+    [("    partitions:\n", "    topology: block\n    partitions:\n")],
+    "slurm-feature-too-new",
+    "topology: block",
+    Error
+);
+
+#[test]
+fn block_topology_is_fine_on_23_11() {
+    let text =
+        edit(ROCE, &[("\"22.05\"", "\"23.11\""), ("    partitions:\n", "    topology: block\n    partitions:\n")]);
+    assert!(lint(&text).is_empty(), "{}", lint(&text).render());
+}
+
+finds!(
+    extra_keys_newer_than_22_05,
+    ROCE,
+    [("    partitions:\n", "    extra: { PreemptParameters: reclaim_licenses }\n    partitions:\n")],
+    "slurm-extra-too-new",
+    "extra: { PreemptParameters: reclaim_licenses }",
+    Error
+);
+finds!(
+    extra_keys_removed_from_slurm,
+    ROCE,
+    [("    partitions:\n", "    extra: { accountingstorageloc: /var/log/acct }\n    partitions:\n")],
+    "slurm-extra-removed",
+    "extra: { accountingstorageloc: /var/log/acct }",
+    Error
+);
+finds!(
+    extra_keys_defunct_in_slurm,
+    ROCE,
+    [("    partitions:\n", "    extra: { GetEnvTimeout: \"2\" }\n    partitions:\n")],
+    "slurm-extra-defunct",
+    "extra: { GetEnvTimeout: \"2\" }",
+    Warning
+);
+finds!(
+    extra_keys_are_words,
+    ROCE,
+    [("    partitions:\n", "    extra: { \"Bad Key\": x }\n    partitions:\n")],
+    "invalid-slurm-extra",
+    "extra: { \"Bad Key\": x }",
+    Error
+);
+finds!(
+    extra_values_are_one_line,
+    ROCE,
+    [("    partitions:\n", "    extra: { SchedulerParameters: \"a\\nNodeName=evil\" }\n    partitions:\n")],
+    "invalid-slurm-extra",
+    "SchedulerParameters",
+    Error
+);
+finds!(
+    suspend_keeps_gpus,
+    ROCE,
+    [("    partitions:\n", "    preempt_mode: suspend\n    partitions:\n")],
+    "preempt-suspend",
+    "preempt_mode: suspend",
+    Error
+);
+finds!(
+    shard_needs_a_count,
+    ROCE,
+    [("    partitions:\n", "    gpu_sharing: { mode: shard }\n    partitions:\n")],
+    "gpu-sharing-incomplete",
+    "gpu_sharing: { mode: shard }",
+    Error
+);
+finds!(
+    mig_needs_profiles,
+    ROCE,
+    [("    partitions:\n", "    gpu_sharing: { mode: mig }\n    partitions:\n")],
+    "gpu-sharing-incomplete",
+    "gpu_sharing: { mode: mig }",
+    Error
+);
+finds!(
+    mig_profiles_have_a_shape,
+    ROCE,
+    [("    partitions:\n", "    gpu_sharing: { mode: mig, mig_profiles: [1g.10gb, 1x.10gb] }\n    partitions:\n")],
+    "invalid-mig-profile",
+    "mig_profiles: [1g.10gb, 1x.10gb]",
+    Error
+);
+finds!(
+    mig_profiles_fit_one_gpu,
+    ROCE,
+    [("    partitions:\n", "    gpu_sharing: { mode: mig, mig_profiles: [4g.40gb, 4g.40gb] }\n    partitions:\n")],
+    "mig-profiles-exceed-gpu",
+    "mig_profiles: [4g.40gb, 4g.40gb]",
+    Error
+);
+finds!(
+    mig_needs_a_mig_gpu,
+    ROCE,
+    [
+        ("model: h100", "model: l40s"),
+        ("    partitions:\n", "    gpu_sharing: { mode: mig, mig_profiles: [1g.10gb] }\n    partitions:\n")
+    ],
+    "mig-unsupported-gpu",
+    "gpu: { model: l40s, count: 2 }",
+    Error
+);
+
+#[test]
+fn mig_on_a_mig_gpu_is_clean() {
+    let text = edit(
+        ROCE,
+        &[(
+            "    partitions:\n",
+            "    gpu_sharing: { mode: mig, mig_profiles: [3g.40gb, 2g.20gb, 1g.10gb+me] }\n    partitions:\n",
+        )],
+    );
+    assert!(lint(&text).is_empty(), "{}", lint(&text).render());
+}
+
+finds!(
+    slurm_needs_a_partition,
+    ROCE,
+    [("partitions:\n      - { name: gpu, groups: [gpu], default: true, max_time: INFINITE }", "partitions: []")],
+    "no-partitions",
+    "partitions: []",
+    Error
+);
+finds!(
+    partition_names_are_unique_in_slurm,
+    ROCE,
+    [("max_time: INFINITE }", "max_time: INFINITE }\n      - { name: gpu, groups: [gpu] }")],
+    "duplicate-partition",
+    "- { name: gpu, groups: [gpu] }",
+    Error
+);
+finds!(
+    one_default_partition,
+    ROCE,
+    [("max_time: INFINITE }", "max_time: INFINITE }\n      - { name: debug, groups: [gpu], default: true }")],
+    "multiple-default-partitions",
+    "name: debug",
+    Error
+);
+finds!(
+    a_default_partition_is_expected,
+    ROCE,
+    [("default: true, ", "")],
+    "no-default-partition",
+    "partitions:",
+    Warning
+);
+finds!(
+    partitions_have_groups,
+    ROCE,
+    [("groups: [gpu], default", "groups: [], default")],
+    "empty-partition",
+    "groups: [], default",
+    Error
+);
+
+#[test]
+fn partition_groups_exist() {
+    let text = edit(ROCE, &[("groups: [gpu], default", "groups: [gpus], default")]);
+    let found = finds(&text, "unknown-group", "groups: [gpus]", Severity::Error);
+    assert!(found.help.as_deref().is_some_and(|h| h.starts_with("did you mean `gpu`?")), "{}", found.render());
+}
+
+finds!(
+    partition_groups_compute,
+    ROCE,
+    [("groups: [gpu], default", "groups: [gpu, head], default")],
+    "partition-group-not-compute",
+    "groups: [gpu, head]",
+    Warning
+);
+finds!(max_time_is_a_slurm_time, ROCE, [("INFINITE", "2 days")], "invalid-time", "max_time: 2 days", Error);
+finds!(
+    half_life_is_a_slurm_time,
+    ROCE,
+    [("    partitions:\n", "    fairshare_half_life: 7days\n    partitions:\n")],
+    "invalid-time",
+    "fairshare_half_life: 7days",
+    Error
+);
+
+#[test]
+fn slurm_times_parse() {
+    for good in ["INFINITE", "unlimited", "90", "90:30", "12:00:00", "7-0", "7-12:30", "2-00:00:00"] {
+        assert!(super::scheduler::is_slurm_time(good), "{good}");
+    }
+    for bad in ["", "2 days", "1:2:3:4", "-5", "7-", "x-1", "1-2:3:4:5"] {
+        assert!(!super::scheduler::is_slurm_time(bad), "{bad}");
+    }
+}
+
+// --- tenants -------------------------------------------------------------------------
+
+finds!(
+    tenant_names_are_unique,
+    ROCE,
+    [("name: team-b", "name: team-a, users: [carol], guaranteed_gpus: 0 }\n  - { name: team-c")],
+    "duplicate-tenant",
+    "users: [carol]",
+    Error
+);
+finds!(
+    users_belong_to_one_tenant,
+    ROCE,
+    [("users: [bob]", "users: [bob, alice]")],
+    "user-in-multiple-tenants",
+    "users: [bob, alice]",
+    Error
+);
+
+#[test]
+fn guarantees_fit_the_cluster() {
+    let text = edit(ROCE, &[("users: [bob], guaranteed_gpus: 4", "users: [bob], guaranteed_gpus: 12")]);
+    let found = finds(&text, "guarantees-exceed-gpus", "users: [bob]", Severity::Error);
+    assert!(found.message.contains("`16` GPUs") && found.message.contains("`8`"), "{}", found.render());
+}
+
+finds!(
+    guarantees_are_whole_nodes,
+    ROCE,
+    [("users: [alice], guaranteed_gpus: 4", "users: [alice], guaranteed_gpus: 3")],
+    "guarantee-not-node-multiple",
+    "users: [alice]",
+    Warning
+);
+finds!(
+    tenants_need_accounting,
+    ROCE,
+    [("    partitions:\n", "    accounting: false\n    partitions:\n")],
+    "tenants-need-accounting",
+    "accounting: false",
+    Error
+);
+
+// --- acceptance ----------------------------------------------------------------------
+
+finds!(efficiency_is_a_fraction, ROCE, [("0.8", "1.5")], "invalid-nccl-efficiency", "nccl_efficiency: 1.5", Error);
+finds!(
+    validators_are_listed_once,
+    ROCE,
+    [(
+        "  mode: auto\n",
+        "  mode: auto\n  validators:\n    - { id: nccl-multi-node }\n    - { id: nccl-multi-node, skip: true }\n"
+    )],
+    "duplicate-validator",
+    "skip: true",
+    Error
+);
+finds!(
+    explicit_mode_lists_validators,
+    ROCE,
+    [("mode: auto", "mode: explicit")],
+    "no-validators",
+    "mode: explicit",
+    Error
+);
+finds!(
+    thresholds_are_finite,
+    ROCE,
+    [("  mode: auto\n", "  mode: auto\n  validators:\n    - { id: nccl, thresholds: { busbw: .nan } }\n")],
+    "invalid-threshold",
+    "thresholds: { busbw: .nan }",
+    Error
+);
+
+// --- inventory -----------------------------------------------------------------------
+
+finds_in_inventory!(inventory_version_is_1, [("version: 1", "version: 7")], "unsupported-version", "version: 7", Error);
+
+#[test]
+fn every_node_is_in_the_inventory() {
+    let inventory = edit(INVENTORY, &[("  node02: { address: 10.10.0.12 }\n  node03: { address: 10.10.0.13 }\n", "")]);
+    let found = finds_in_inventory(&inventory, "inventory-missing-hosts", "hosts:", Severity::Error);
+    assert!(found.message.contains("`node[02-03]`"), "{}", found.render());
+}
+
+#[test]
+fn unknown_inventory_hosts_warn_with_a_suggestion() {
+    let inventory = edit(INVENTORY, &[("  node03:", "  node3: { address: 10.10.0.33 }\n  node03:")]);
+    let found = finds_in_inventory(&inventory, "inventory-unknown-host", "node3:", Severity::Warning);
+    assert!(found.help.as_deref().is_some_and(|h| h.starts_with("did you mean `node03`?")), "{}", found.render());
+}
+
+#[test]
+fn inventory_switches_are_planned_switches() {
+    let inventory = edit(INVENTORY, &[("leaf1:", "leaf9:")]);
+    let found = finds_in_inventory(&inventory, "inventory-unknown-switch", "leaf9:", Severity::Error);
+    assert!(found.help.as_deref().is_some_and(|h| h.contains("`leaf[0-1],spine0`")), "{}", found.render());
+    let diagnostics = lint_pair(ROCE, Some(&inventory));
+    find(&diagnostics, INVENTORY_FILE, &inventory, "inventory-missing-switches", "switches:");
+}
+
+finds_in_inventory!(
+    roce_switches_are_in_the_inventory,
+    [("  spine0: { address: 10.10.0.210, os: frr }\n", "")],
+    "inventory-missing-switches",
+    "switches:",
+    Warning
+);
+finds_in_inventory!(
+    proxy_jump_names_a_bastion,
+    [("proxy_jump: gateway", "proxy_jump: gatway")],
+    "unknown-bastion",
+    "node04:",
+    Error
+);
+finds_in_inventory!(addresses_are_unique, [("10.10.0.12", "10.10.0.11")], "duplicate-address", "node02:", Error);
+finds_in_inventory!(rail_macs_name_a_rail, [("{ 0: \"b8", "{ 5: \"b8")], "invalid-rail-mac", "node01:", Error);
+finds_in_inventory!(
+    rail_macs_are_macs,
+    [("b8:3f:d2:00:00:10", "b8:3f:d2:00:10")],
+    "invalid-rail-mac",
+    "node01:",
+    Error
+);
