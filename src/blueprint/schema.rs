@@ -380,7 +380,7 @@ const fn default_leaf_asn_base() -> u32 {
 }
 
 const fn default_core_asn() -> u32 {
-    4_199_999_999
+    4_200_000_001
 }
 
 /// A plain IP network.

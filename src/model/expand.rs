@@ -112,7 +112,7 @@ pub fn expand(blueprint: &Blueprint) -> Result<Model, ExpandError> {
         let first = nodes.len();
         let rail_count = spec.rail_nics.as_ref().map_or(0, |nics| nics.count.min(compute.rails));
         for offset in 0..spec.count {
-            let name = hostname(&spec.hostname, spec.start_index + offset);
+            let name = hostname(&spec.hostname, spec.start_index.saturating_add(offset));
             let mgmt_address = addressing::nth_host(mgmt, MANAGEMENT_RESERVED + nodes.len() as u32);
             let mut rails = Vec::with_capacity(rail_count as usize);
             let su = fabric_slot / per_su;
@@ -186,7 +186,8 @@ pub fn hostname(pattern: &str, index: u32) -> String {
         return pattern.to_owned();
     };
     let spec = &pattern[start + "{index".len()..start + length];
-    let width = spec.strip_prefix(":0").and_then(|w| w.parse::<usize>().ok()).unwrap_or(0);
+    // Capped: a u32 has 10 digits, so wider padding only wastes memory (lint reports it).
+    let width = spec.strip_prefix(":0").and_then(|w| w.parse::<usize>().ok()).unwrap_or(0).min(10);
     format!("{}{index:0width$}{}", &pattern[..start], &pattern[start + length + 1..])
 }
 

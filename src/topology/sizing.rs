@@ -107,11 +107,13 @@ pub fn parse_ratio(text: &str) -> Option<(u32, u32)> {
 /// [`SizingError`] when the radix cannot give the ratio or the fabric is too large.
 pub fn size(input: SizingInput) -> Result<Sizing, SizingError> {
     let SizingInput { nodes, rails, radix, oversubscription: (down, up), uplinks_override } = input;
-    let per_su_default = u32::try_from(u64::from(radix) * u64::from(down) / u64::from(down + up)).unwrap_or(radix);
+    // u64 throughout: ratios and radixes come from user input and must not overflow.
+    let per_su_default =
+        u32::try_from(u64::from(radix) * u64::from(down) / (u64::from(down) + u64::from(up))).unwrap_or(radix);
     let (nodes_per_su, uplinks) = match uplinks_override {
         Some(uplinks) => {
             let per_su = radix.saturating_sub(uplinks).min(per_su_default.max(1));
-            if uplinks + per_su > radix || per_su == 0 {
+            if u64::from(uplinks) + u64::from(per_su) > u64::from(radix) || per_su == 0 {
                 return Err(SizingError::UplinksExceedRadix { uplinks, down: per_su, radix });
             }
             (per_su, uplinks)
@@ -122,7 +124,7 @@ pub fn size(input: SizingInput) -> Result<Sizing, SizingError> {
         return Err(SizingError::NoUplinks { radix, ratio: format!("{down}:{up}") });
     }
     let scalable_units = nodes.div_ceil(nodes_per_su).max(1);
-    let leaves = scalable_units * rails;
+    let leaves = scalable_units.saturating_mul(rails);
     let mut sizing = Sizing {
         nodes,
         rails,
@@ -152,7 +154,7 @@ pub fn size(input: SizingInput) -> Result<Sizing, SizingError> {
     // Three tiers: pods of radix/2 leaves, each leaf meshed once to its pod's `uplinks` spines,
     // each spine with radix/2 ports down and radix/2 up to the cores.
     let half = radix / 2;
-    let max_leaves = radix * half;
+    let max_leaves = u32::try_from(u64::from(radix) * u64::from(half)).unwrap_or(u32::MAX);
     if half == 0 || leaves > max_leaves || uplinks > half {
         return Err(SizingError::TooLarge { leaves, radix, max: max_leaves });
     }
