@@ -7,6 +7,7 @@
 pub mod expand;
 pub mod gpu;
 pub mod hostlist;
+pub mod slurm;
 
 use std::net::Ipv4Addr;
 

@@ -120,7 +120,7 @@ fn new_environment() -> Environment<'static> {
 pub fn render(model: &Model, inventory: Option<&Inventory>, renderer: &Renderer) -> Result<Vec<Resource>, RenderError> {
     let mut resources = Vec::new();
     host::render(model, renderer, &mut resources)?;
-    slurm::render(model, renderer, &mut resources)?;
+    slurm::render(model, renderer, &slurm::Secrets::default(), &mut resources)?;
     switch::render(model, inventory, renderer, &mut resources)?;
     Ok(resources)
 }
