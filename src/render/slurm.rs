@@ -4,14 +4,15 @@
 //! [`Secrets`]. Output: resources appended to `out`.
 //!
 //! Every file is rendered once and its [`Content`] shared by every host that gets
-//! it, so a 32,768-node cluster costs five template calls, not 160,000. Commands
-//! are argv vectors with guards: values from the blueprint travel as separate
-//! arguments, and the shell snippets used by guards are constant text.
+//! it, so a 32,768-node cluster costs the same seven template calls as a 4-node
+//! one. Commands are argv vectors with guards: values from the blueprint travel as
+//! separate arguments, and the shell snippets used by guards are constant text.
+//! Secrets reach only files marked `secret`, never an argv.
 //!
 //! No file here gets a `check` command: no Slurm 22.05 program validates a
 //! candidate slurm.conf, gres.conf, topology.conf or slurmdbd.conf by itself
-//! (`slurmctld -t`/`--check-config` do not exist in 22.05; daemons only fail at
-//! start), so the services' restart is the check.
+//! (slurmctld 22.05 has no check-only flag, see `slurmctld -h`; the daemons only
+//! fail at start), so the services' restart is the check.
 
 use std::fmt;
 
@@ -113,7 +114,9 @@ pub fn files(config: &SlurmConfig, renderer: &Renderer, secrets: &Secrets) -> Re
             let context = DatabaseContext {
                 cluster_name: &config.cluster_name,
                 dbd_host: host,
-                storage_pass: &secrets.db_password,
+                storage_pass: &slurm_conf_quoted(&secrets.db_password).ok_or_else(|| {
+                    invalid("the database password holds a double quote or line break, which slurmdbd.conf cannot hold")
+                })?,
                 sql_password: sql_quoted(&secrets.db_password),
                 cnf_password: option_file_quoted(&secrets.db_password),
             };
@@ -133,6 +136,17 @@ pub fn files(config: &SlurmConfig, renderer: &Renderer, secrets: &Secrets) -> Re
         munge_key: Content::new(secrets.munge_key.clone()),
         database,
     })
+}
+
+/// A value as Slurm's config parser reads it back: `\\` and `#` escaped (an
+/// unescaped `#` starts a comment), double-quoted when it holds spaces. `None`
+/// when impossible: a quoted value ends at the next `"` and lines cannot continue.
+fn slurm_conf_quoted(text: &str) -> Option<String> {
+    if text.contains(['"', '\n', '\r']) {
+        return None;
+    }
+    let escaped = text.replace('\\', "\\\\").replace('#', "\\#");
+    Some(if text.contains(char::is_whitespace) || text.is_empty() { format!("\"{escaped}\"") } else { escaped })
 }
 
 /// Inside a single-quoted SQL string literal.
@@ -165,9 +179,13 @@ pub fn render(
 
 /// A model error, reported through the render error type (it has no variant of its own).
 fn model_error(error: &slurm_model::SlurmError) -> RenderError {
+    invalid(&error.to_string())
+}
+
+fn invalid(message: &str) -> RenderError {
     RenderError::Template {
         template: "slurm".to_owned(),
-        source: minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, error.to_string()),
+        source: minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, message.to_owned()),
     }
 }
 
@@ -705,6 +723,10 @@ mod tests {
     fn quotes_passwords_for_sql_and_option_files() {
         assert_eq!(sql_quoted(r"a'b\c"), r"a\'b\\c");
         assert_eq!(option_file_quoted(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(slurm_conf_quoted("plain").as_deref(), Some("plain"));
+        assert_eq!(slurm_conf_quoted(r"a b#c\d").as_deref(), Some(r#""a b\#c\\d""#));
+        assert_eq!(slurm_conf_quoted(""), Some(r#""""#.to_owned()));
+        assert_eq!(slurm_conf_quoted(r#"a"b"#), None);
     }
 
     #[test]
