@@ -36,7 +36,10 @@ pub fn compile(
                 .help("`toolkit lint` locates the value that causes this"),
         ])
     })?;
-    let resources = render::render(&model, inventory.map(|i| &i.inventory), renderer).map_err(|error| {
+    let inventory = inventory.map(|i| &i.inventory);
+    // Relative secret paths in an inventory are relative to where toolkit runs.
+    let secrets = crate::inventory::secrets::slurm_secrets(inventory, std::path::Path::new("."));
+    let resources = render::render(&model, inventory, &secrets, renderer).map_err(|error| {
         let message = std::iter::successors(Some(&error as &dyn std::error::Error), |e| e.source())
             .map(ToString::to_string)
             .collect::<Vec<_>>()

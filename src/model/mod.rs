@@ -8,6 +8,7 @@ pub mod expand;
 pub mod gpu;
 pub mod hostlist;
 pub mod network;
+pub mod slurm;
 
 use std::net::Ipv4Addr;
 

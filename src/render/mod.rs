@@ -136,10 +136,15 @@ fn new_environment() -> Environment<'static> {
 ///
 /// # Errors
 /// The first template that fails.
-pub fn render(model: &Model, inventory: Option<&Inventory>, renderer: &Renderer) -> Result<Vec<Resource>, RenderError> {
+pub fn render(
+    model: &Model,
+    inventory: Option<&Inventory>,
+    secrets: &slurm::Secrets,
+    renderer: &Renderer,
+) -> Result<Vec<Resource>, RenderError> {
     let mut resources = Vec::new();
     host::render(model, inventory, renderer, &mut resources)?;
-    slurm::render(model, renderer, &mut resources)?;
+    slurm::render(model, renderer, secrets, &mut resources)?;
     switch::render(model, inventory, renderer, &mut resources)?;
     Ok(resources)
 }

@@ -1,19 +1,806 @@
 //! Slurm: slurm.conf, gres.conf, topology.conf, cgroup.conf, slurmdbd.conf, munge, daemons, and the sacctmgr commands for tenants.
 //!
-//! Stage: render. Input: the model. Output: resources appended to `out`.
+//! Stage: render. Input: the model (through [`crate::model::slurm`]) and the
+//! [`Secrets`]. Output: resources appended to `out`.
+//!
+//! Every file is rendered once and its [`Content`] shared by every host that gets
+//! it, so a 32,768-node cluster costs the same seven template calls as a 4-node
+//! one. Commands are argv vectors with guards: values from the blueprint travel as
+//! separate arguments, and the shell snippets used by guards are constant text.
+//! Secrets reach only files marked `secret`, never an argv.
+//!
+//! No file here gets a `check` command: no Slurm 22.05 program validates a
+//! candidate slurm.conf, gres.conf, topology.conf or slurmdbd.conf by itself
+//! (slurmctld 22.05 has no check-only flag, see `slurmctld -h`; the daemons only
+//! fail at start), so the services' restart is the check.
+
+use std::fmt;
+
+use serde::Serialize;
 
 use crate::model::Model;
+use crate::model::slurm::{self as slurm_model, SlurmConfig, SlurmHost};
 use crate::render::{RenderError, Renderer};
-use crate::resource::Resource;
+use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target, TargetKind};
 
 /// Templates of this module: `(name under templates/, text)`.
-pub const TEMPLATES: &[(&str, &str)] = &[];
+pub const TEMPLATES: &[(&str, &str)] = &[
+    ("slurm/slurm.conf.j2", include_str!("../../templates/slurm/slurm.conf.j2")),
+    ("slurm/gres.conf.j2", include_str!("../../templates/slurm/gres.conf.j2")),
+    ("slurm/topology.conf.j2", include_str!("../../templates/slurm/topology.conf.j2")),
+    ("slurm/cgroup.conf.j2", include_str!("../../templates/slurm/cgroup.conf.j2")),
+    ("slurm/slurmdbd.conf.j2", include_str!("../../templates/slurm/slurmdbd.conf.j2")),
+    ("slurm/slurmdbd-setup.sql.j2", include_str!("../../templates/slurm/slurmdbd-setup.sql.j2")),
+    ("slurm/slurmdbd-client.cnf.j2", include_str!("../../templates/slurm/slurmdbd-client.cnf.j2")),
+];
+
+/// `/etc/slurm/slurm.conf`.
+pub const SLURM_CONF: &str = "/etc/slurm/slurm.conf";
+/// `/etc/slurm/gres.conf`.
+pub const GRES_CONF: &str = "/etc/slurm/gres.conf";
+/// `/etc/slurm/topology.conf`.
+pub const TOPOLOGY_CONF: &str = "/etc/slurm/topology.conf";
+/// `/etc/slurm/cgroup.conf`.
+pub const CGROUP_CONF: &str = "/etc/slurm/cgroup.conf";
+/// `/etc/slurm/slurmdbd.conf`.
+pub const SLURMDBD_CONF: &str = "/etc/slurm/slurmdbd.conf";
+/// `/etc/munge/munge.key`.
+pub const MUNGE_KEY: &str = "/etc/munge/munge.key";
+/// SQL that creates slurmdbd's database user (holds the password).
+pub const DB_SETUP_SQL: &str = "/etc/slurm/slurmdbd-setup.sql";
+/// Client option file to test slurmdbd's database login (holds the password).
+pub const DB_CLIENT_CNF: &str = "/etc/slurm/slurmdbd-client.cnf";
+
+/// Secrets of the Slurm stack, resolved by the caller from the inventory.
+/// `None` when not readable here (an offline plan on a CI runner): the files that
+/// hold them get [`Content::unresolved_secret`], which plans do not compare.
+#[derive(Clone, Default)]
+pub struct Secrets {
+    /// Contents of `/etc/munge/munge.key`, identical on every host.
+    pub munge_key: Option<String>,
+    /// Password of the `slurm` database user slurmdbd connects as.
+    pub db_password: Option<String>,
+}
+
+impl fmt::Debug for Secrets {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.debug_struct("Secrets").finish_non_exhaustive()
+    }
+}
+
+/// Every distinct file text of the stack, rendered once.
+#[derive(Debug, Clone)]
+pub struct SlurmFiles {
+    /// slurm.conf.
+    pub slurm_conf: Content,
+    /// gres.conf, when some node has GPUs.
+    pub gres_conf: Option<Content>,
+    /// topology.conf, when a topology plugin is set.
+    pub topology_conf: Option<Content>,
+    /// cgroup.conf.
+    pub cgroup_conf: Content,
+    /// The munge key.
+    pub munge_key: Content,
+    /// slurmdbd.conf, SQL for the database user and the login check file, with accounting.
+    pub database: Option<DatabaseFiles>,
+}
+
+/// Files of the database host.
+#[derive(Debug, Clone)]
+pub struct DatabaseFiles {
+    /// slurmdbd.conf.
+    pub slurmdbd_conf: Content,
+    /// SQL creating the database user.
+    pub setup_sql: Content,
+    /// MariaDB client option file with the user's password.
+    pub client_cnf: Content,
+}
+
+#[derive(Serialize)]
+struct DatabaseContext<'a> {
+    cluster_name: &'a str,
+    dbd_host: &'a str,
+    storage_pass: &'a str,
+    sql_password: String,
+    cnf_password: String,
+}
+
+/// Renders every file text of `config` once.
+///
+/// # Errors
+/// A template that fails to render.
+pub fn files(config: &SlurmConfig, renderer: &Renderer, secrets: &Secrets) -> Result<SlurmFiles, RenderError> {
+    let render = |name: &str| renderer.render(name, config).map(Content::new);
+    let database = match &config.database {
+        Some(host) => {
+            let password = secrets.db_password.as_deref().unwrap_or_default();
+            let context = DatabaseContext {
+                cluster_name: &config.cluster_name,
+                dbd_host: host,
+                storage_pass: &slurm_conf_quoted(password).ok_or_else(|| {
+                    invalid("the database password holds a double quote or line break, which slurmdbd.conf cannot hold")
+                })?,
+                sql_password: sql_quoted(password),
+                cnf_password: option_file_quoted(password),
+            };
+            let secret = |template: &str| -> Result<Content, RenderError> {
+                let text = renderer.render(template, &context)?;
+                Ok(if secrets.db_password.is_some() { Content::new(text) } else { Content::unresolved_secret() })
+            };
+            Some(DatabaseFiles {
+                slurmdbd_conf: secret("slurm/slurmdbd.conf.j2")?,
+                setup_sql: secret("slurm/slurmdbd-setup.sql.j2")?,
+                client_cnf: secret("slurm/slurmdbd-client.cnf.j2")?,
+            })
+        }
+        None => None,
+    };
+    Ok(SlurmFiles {
+        slurm_conf: render("slurm/slurm.conf.j2")?,
+        gres_conf: if config.gres.is_empty() { None } else { Some(render("slurm/gres.conf.j2")?) },
+        topology_conf: if config.topology.is_empty() { None } else { Some(render("slurm/topology.conf.j2")?) },
+        cgroup_conf: render("slurm/cgroup.conf.j2")?,
+        munge_key: secrets.munge_key.clone().map_or_else(Content::unresolved_secret, Content::new),
+        database,
+    })
+}
+
+/// A value as Slurm's config parser reads it back: `\\` and `#` escaped (an
+/// unescaped `#` starts a comment), double-quoted when it holds spaces. `None`
+/// when impossible: a quoted value ends at the next `"` and lines cannot continue.
+fn slurm_conf_quoted(text: &str) -> Option<String> {
+    if text.contains(['"', '\n', '\r']) {
+        return None;
+    }
+    let escaped = text.replace('\\', "\\\\").replace('#', "\\#");
+    Some(if text.contains(char::is_whitespace) || text.is_empty() { format!("\"{escaped}\"") } else { escaped })
+}
+
+/// Inside a single-quoted SQL string literal.
+fn sql_quoted(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('\'', "\\'")
+}
+
+/// Inside a double-quoted value of a MariaDB option file.
+fn option_file_quoted(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('"', "\\\"")
+}
 
 /// Appends this module's resources.
 ///
 /// # Errors
-/// A template that fails to render.
-pub fn render(model: &Model, renderer: &Renderer, out: &mut Vec<Resource>) -> Result<(), RenderError> {
-    let _ = (model, renderer, out);
+/// A blueprint the Slurm model rejects, or a template that fails to render.
+pub fn render(
+    model: &Model,
+    renderer: &Renderer,
+    secrets: &Secrets,
+    out: &mut Vec<Resource>,
+) -> Result<(), RenderError> {
+    let Some(config) = slurm_model::slurm(model).map_err(|error| model_error(&error))? else {
+        return Ok(());
+    };
+    let files = files(&config, renderer, secrets)?;
+    resources(&config, &files, out);
     Ok(())
+}
+
+/// A model error, reported through the render error type (it has no variant of its own).
+fn model_error(error: &slurm_model::SlurmError) -> RenderError {
+    invalid(&error.to_string())
+}
+
+fn invalid(message: &str) -> RenderError {
+    RenderError::Template {
+        template: "slurm".to_owned(),
+        source: minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, message.to_owned()),
+    }
+}
+
+fn node(name: &str) -> Target {
+    Target { name: name.to_owned(), kind: TargetKind::Node }
+}
+
+fn package_id(host: &str, name: &str) -> ResourceId {
+    ResourceId::new(host, "package", name)
+}
+
+fn file_id(host: &str, path: &str) -> ResourceId {
+    ResourceId::new(host, "file", path)
+}
+
+fn service_id(host: &str, name: &str) -> ResourceId {
+    ResourceId::new(host, "service", name)
+}
+
+fn command_id(host: &str, name: &str) -> ResourceId {
+    ResourceId::new(host, "command", name)
+}
+
+struct FileSpec<'a> {
+    path: &'a str,
+    content: &'a Content,
+    mode: u32,
+    owner: &'a str,
+    secret: bool,
+}
+
+fn file(host: &str, spec: &FileSpec<'_>) -> Resource {
+    Resource::new(
+        node(host),
+        spec.path,
+        Desired::File {
+            path: spec.path.to_owned(),
+            content: spec.content.clone(),
+            mode: spec.mode,
+            owner: spec.owner.to_owned(),
+            group: spec.owner.to_owned(),
+            secret: spec.secret,
+            check: None,
+        },
+    )
+}
+
+fn package(host: &str, name: &str) -> Resource {
+    Resource::new(node(host), name, Desired::Package { name: name.to_owned() })
+}
+
+fn service(host: &str, name: &str, watches: Vec<ResourceId>) -> Resource {
+    Resource::new(
+        node(host),
+        name,
+        Desired::Service { name: name.to_owned(), enabled: true, running: true, watches, on_change: OnChange::Restart },
+    )
+}
+
+fn command(host: &str, name: &str, argv: Vec<String>, unless: Vec<String>, description: String) -> Resource {
+    Resource::new(node(host), name, Desired::Command { argv, creates: None, unless: Some(unless), description })
+}
+
+fn strings<const N: usize>(items: [&str; N]) -> Vec<String> {
+    items.iter().map(|item| (*item).to_owned()).collect()
+}
+
+/// The resources of every host, then the accounting commands.
+fn resources(config: &SlurmConfig, files: &SlurmFiles, out: &mut Vec<Resource>) {
+    let slurmdbd_service = config.database.as_deref().map(|host| service_id(host, "slurmdbd"));
+    let slurmctld_service = service_id(&config.controller, "slurmctld");
+    let add_cluster = config.database.as_ref().map(|_| command_id(&config.controller, "sacctmgr-cluster"));
+    for host in &config.hosts {
+        host_resources(
+            host,
+            files,
+            &HostLinks {
+                slurmdbd: slurmdbd_service.as_ref(),
+                add_cluster: add_cluster.as_ref(),
+                slurmctld: &slurmctld_service,
+            },
+            out,
+        );
+    }
+    if config.database.is_some() {
+        accounting_commands(config, out);
+    }
+}
+
+/// Cross-host dependencies of a host's daemons.
+struct HostLinks<'a> {
+    slurmdbd: Option<&'a ResourceId>,
+    add_cluster: Option<&'a ResourceId>,
+    slurmctld: &'a ResourceId,
+}
+
+fn host_resources(host: &SlurmHost, files: &SlurmFiles, links: &HostLinks<'_>, out: &mut Vec<Resource>) {
+    let name = host.name.as_str();
+    let mut packages = vec!["munge", "slurm-client"];
+    if host.controller {
+        packages.push("slurmctld");
+    }
+    if host.compute {
+        packages.push("slurmd");
+    }
+    if host.database && files.database.is_some() {
+        packages.extend(["mariadb-server", "slurmdbd"]);
+    }
+    out.extend(packages.iter().map(|package_name| package(name, package_name)));
+
+    // /etc/slurm and the slurm user come with slurm-client; /etc/munge and the
+    // munge user with munge.
+    let client = package_id(name, "slurm-client");
+    let munge_package = package_id(name, "munge");
+    let munge_key =
+        file(name, &FileSpec { path: MUNGE_KEY, content: &files.munge_key, mode: 0o400, owner: "munge", secret: true })
+            .after([munge_package.clone()]);
+    let munge_key_id = munge_key.id.clone();
+    out.push(munge_key);
+    out.push(service(name, "munge", vec![munge_key_id.clone()]).after([munge_package, munge_key_id]));
+    let munge_service = service_id(name, "munge");
+
+    let mut config_files = vec![(SLURM_CONF, &files.slurm_conf), (CGROUP_CONF, &files.cgroup_conf)];
+    if let Some(content) = &files.gres_conf {
+        config_files.insert(1, (GRES_CONF, content));
+    }
+    if let Some(content) = &files.topology_conf {
+        config_files.push((TOPOLOGY_CONF, content));
+    }
+    let mut watched = Vec::with_capacity(config_files.len());
+    for (path, content) in config_files {
+        let resource =
+            file(name, &FileSpec { path, content, mode: 0o644, owner: "root", secret: false }).after([client.clone()]);
+        watched.push(resource.id.clone());
+        out.push(resource);
+    }
+
+    if host.database
+        && let Some(database) = &files.database
+    {
+        database_resources(name, database, &munge_service, out);
+    }
+    if host.controller {
+        let mut after = vec![package_id(name, "slurmctld"), munge_service.clone()];
+        after.extend(watched.iter().cloned());
+        after.extend(links.slurmdbd.cloned());
+        after.extend(links.add_cluster.cloned());
+        out.push(service(name, "slurmctld", watched.clone()).after(after));
+    }
+    if host.compute {
+        let mut after = vec![package_id(name, "slurmd"), munge_service, links.slurmctld.clone()];
+        after.extend(watched.iter().cloned());
+        out.push(service(name, "slurmd", watched).after(after));
+    }
+}
+
+fn database_resources(name: &str, database: &DatabaseFiles, munge_service: &ResourceId, out: &mut Vec<Resource>) {
+    let mariadb_package = package_id(name, "mariadb-server");
+    let slurmdbd_package = package_id(name, "slurmdbd");
+    let client = package_id(name, "slurm-client");
+    out.push(service(name, "mariadb", Vec::new()).after([mariadb_package]));
+    let mariadb_service = service_id(name, "mariadb");
+
+    // Owned by the slurm user the package created; slurmdbd refuses any other owner or mode.
+    let slurmdbd_conf = file(
+        name,
+        &FileSpec { path: SLURMDBD_CONF, content: &database.slurmdbd_conf, mode: 0o600, owner: "slurm", secret: true },
+    )
+    .after([slurmdbd_package.clone()]);
+    let setup_sql = file(
+        name,
+        &FileSpec { path: DB_SETUP_SQL, content: &database.setup_sql, mode: 0o600, owner: "root", secret: true },
+    )
+    .after([client.clone()]);
+    let client_cnf = file(
+        name,
+        &FileSpec { path: DB_CLIENT_CNF, content: &database.client_cnf, mode: 0o600, owner: "root", secret: true },
+    )
+    .after([client]);
+    let (conf_id, setup_id, client_id) = (slurmdbd_conf.id.clone(), setup_sql.id.clone(), client_cnf.id.clone());
+    out.extend([slurmdbd_conf, setup_sql, client_cnf]);
+
+    // The password is only in the files: argv and guard show paths, never the secret.
+    let db_user = command(
+        name,
+        "slurm-db-user",
+        vec!["mariadb".to_owned(), format!("--execute=source {DB_SETUP_SQL}")],
+        vec!["mariadb".to_owned(), format!("--defaults-extra-file={DB_CLIENT_CNF}"), "--execute=SELECT 1".to_owned()],
+        "create the database user slurmdbd connects as".to_owned(),
+    )
+    .after([mariadb_service.clone(), setup_id, client_id]);
+    let db_user_id = db_user.id.clone();
+    out.push(db_user);
+    out.push(service(name, "slurmdbd", vec![conf_id.clone()]).after([
+        slurmdbd_package,
+        munge_service.clone(),
+        mariadb_service,
+        db_user_id,
+        conf_id,
+    ]));
+}
+
+/// `prefix` followed by `rest`, each its own argument.
+fn joined(mut prefix: Vec<String>, rest: &[&str]) -> Vec<String> {
+    prefix.extend(rest.iter().map(|item| (*item).to_owned()));
+    prefix
+}
+
+/// Guard: `sacctmgr -n -P ARGS…` prints something.
+fn sacctmgr_shows(query: &[&str]) -> Vec<String> {
+    joined(strings(["sh", "-c", r#"test -n "$(sacctmgr -n -P "$@")""#, "sh"]), query)
+}
+
+/// Guard: `sacctmgr -n -P ARGS…` prints exactly `expected` (values as sacctmgr 22.05 shows them).
+fn sacctmgr_prints(expected: &str, query: &[&str]) -> Vec<String> {
+    let script = r#"expected=$1; shift; test "$(sacctmgr -n -P "$@")" = "$expected""#;
+    joined(strings(["sh", "-c", script, "sh", expected]), query)
+}
+
+/// `sacctmgr -i ARGS…` (no confirmation prompt).
+fn sacctmgr(words: &[&str]) -> Vec<String> {
+    joined(strings(["sacctmgr", "-i"]), words)
+}
+
+/// The cluster, QOS, accounts and users, in the order sacctmgr needs them:
+/// cluster → QOS (borrow first: the others preempt it) → accounts → users
+/// (reference §5.8). `add` fails on an existing object, hence the guards.
+fn accounting_commands(config: &SlurmConfig, out: &mut Vec<Resource>) {
+    let host = config.controller.as_str();
+    let cluster = config.cluster_name.as_str();
+    let cluster_where = format!("cluster={cluster}");
+    let mut add_cluster = command(
+        host,
+        "sacctmgr-cluster",
+        sacctmgr(&["add", "cluster", cluster]),
+        sacctmgr_shows(&["show", "cluster", "where", &format!("name={cluster}"), "format=Cluster"]),
+        format!("register cluster `{cluster}` with slurmdbd before slurmctld starts"),
+    );
+    // sacctmgr reads slurm.conf for the slurmdbd address and needs munge.
+    add_cluster =
+        add_cluster.after([file_id(host, SLURM_CONF), service_id(host, "munge"), package_id(host, "slurm-client")]);
+    add_cluster = add_cluster.after(config.database.as_deref().map(|db| service_id(db, "slurmdbd")));
+    out.push(add_cluster);
+    if config.qos.is_empty() {
+        return;
+    }
+
+    // QOS limits name TRES (gres/gpu) that exist only once slurmctld has registered
+    // them with slurmdbd, shortly after it starts; sacctmgr rejects them before.
+    let tres = command(
+        host,
+        "slurm-tres-registered",
+        strings([
+            "sh",
+            "-c",
+            r#"for attempt in $(seq 60); do test -n "$(sacctmgr -n -P show tres where type=gres name=gpu format=Name)" && exit 0; sleep 2; done; exit 1"#,
+        ]),
+        sacctmgr_shows(&["show", "tres", "where", "type=gres", "name=gpu", "format=Name"]),
+        "wait until slurmctld has registered gres/gpu with slurmdbd".to_owned(),
+    )
+    .after([service_id(host, "slurmctld")]);
+    let mut previous = tres.id.clone();
+    out.push(tres);
+
+    for qos in &config.qos {
+        let name_where = format!("name={}", qos.name);
+        let add = command(
+            host,
+            &format!("sacctmgr-qos-{}", qos.name),
+            sacctmgr(&["add", "qos", &qos.name]),
+            sacctmgr_shows(&["show", "qos", "where", &name_where, "format=Name"]),
+            format!("create QOS `{}`", qos.name),
+        )
+        .after([previous]);
+        let mut fields: Vec<(&str, String)> = vec![("Priority", qos.priority.to_string())];
+        fields.extend(qos.grp_tres.iter().map(|value| ("GrpTRES", value.clone())));
+        fields.extend(qos.preempt.iter().map(|value| ("Preempt", value.clone())));
+        fields.extend(qos.preempt_mode.iter().map(|value| ("PreemptMode", value.clone())));
+        fields.extend(qos.flags.iter().map(|value| ("Flags", value.clone())));
+        let modify = set_command(
+            host,
+            &format!("sacctmgr-qos-{}-settings", qos.name),
+            &["modify", "qos", "where", &name_where, "set"],
+            &["show", "qos", "where", &name_where],
+            &fields,
+            format!("set limits and preemption of QOS `{}`", qos.name),
+        )
+        .after([add.id.clone()]);
+        previous = modify.id.clone();
+        out.extend([add, modify]);
+    }
+
+    let mut account_ids = Vec::with_capacity(config.accounts.len());
+    for account in &config.accounts {
+        let name_where = format!("name={}", account.name);
+        let add = command(
+            host,
+            &format!("sacctmgr-account-{}", account.name),
+            sacctmgr(&["add", "account", &account.name, &cluster_where]),
+            sacctmgr_shows(&[
+                "show",
+                "assoc",
+                "where",
+                &cluster_where,
+                &format!("account={}", account.name),
+                "user=",
+                "format=Account",
+            ]),
+            format!("create account `{}`", account.name),
+        )
+        .after([previous.clone()]);
+        let mut fields: Vec<(&str, String)> = Vec::new();
+        fields.extend(account.fairshare.map(|share| ("Fairshare", share.to_string())));
+        // sacctmgr lists an association's QOS sorted by name.
+        let mut qos = account.qos.clone();
+        qos.sort();
+        fields.push(("QOS", qos.join(",")));
+        fields.push(("DefaultQOS", account.default_qos.clone()));
+        let account_where = format!("account={}", account.name);
+        let modify = set_command(
+            host,
+            &format!("sacctmgr-account-{}-settings", account.name),
+            &["modify", "account", "where", &name_where, &cluster_where, "set"],
+            &["show", "assoc", "where", &cluster_where, &account_where, "user="],
+            &fields,
+            format!("give account `{}` its QOS and fair share", account.name),
+        )
+        .after([add.id.clone()]);
+        account_ids.push((account.name.as_str(), modify.id.clone()));
+        out.extend([add, modify]);
+    }
+
+    for user in &config.users {
+        let Some((_, account_id)) = account_ids.iter().find(|(name, _)| *name == user.account) else { continue };
+        let account_arg = format!("Account={}", user.account);
+        out.push(
+            command(
+                host,
+                &format!("sacctmgr-user-{}-{}", user.account, user.name),
+                sacctmgr(&[
+                    "add",
+                    "user",
+                    &user.name,
+                    &account_arg,
+                    &format!("DefaultAccount={}", user.account),
+                    &cluster_where,
+                ]),
+                sacctmgr_shows(&[
+                    "show",
+                    "assoc",
+                    "where",
+                    &cluster_where,
+                    &format!("account={}", user.account),
+                    &format!("user={}", user.name),
+                    "format=User",
+                ]),
+                format!("add user `{}` to account `{}`", user.name, user.account),
+            )
+            .after([account_id.clone()]),
+        );
+    }
+}
+
+/// `sacctmgr -i MODIFY… set K=V…`, skipped when `SHOW… format=K,…` prints `V|…`.
+fn set_command(
+    host: &str,
+    name: &str,
+    modify: &[&str],
+    show: &[&str],
+    fields: &[(&str, String)],
+    description: String,
+) -> Resource {
+    let assignments: Vec<String> = fields.iter().map(|(key, value)| format!("{key}={value}")).collect();
+    let mut argv: Vec<&str> = modify.to_vec();
+    argv.extend(assignments.iter().map(String::as_str));
+    let format = format!("format={}", fields.iter().map(|(key, _)| *key).collect::<Vec<_>>().join(","));
+    let expected = fields.iter().map(|(_, value)| value.as_str()).collect::<Vec<_>>().join("|");
+    let mut show_args: Vec<&str> = show.to_vec();
+    show_args.push(&format);
+    command(host, name, sacctmgr(&argv), sacctmgr_prints(&expected, &show_args), description)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fmt::Write as _;
+    use std::path::Path;
+
+    use super::*;
+
+    fn model(path: &str) -> Model {
+        let loaded = crate::blueprint::load(Path::new(path)).expect("blueprint loads");
+        crate::model::expand(&loaded.blueprint).expect("blueprint expands")
+    }
+
+    fn secrets() -> Secrets {
+        Secrets {
+            munge_key: Some("test-munge-key-0123456789abcdef0123".to_owned()),
+            db_password: Some("test-db-pass".to_owned()),
+        }
+    }
+
+    fn rendered(path: &str) -> (SlurmConfig, SlurmFiles) {
+        let config = slurm_model::slurm(&model(path)).expect("slurm model").expect("scheduler is slurm");
+        let renderer = Renderer::embedded().expect("templates parse");
+        let files = files(&config, &renderer, &secrets()).expect("templates render");
+        (config, files)
+    }
+
+    fn all_files(files: &SlurmFiles) -> Vec<(&'static str, &Content)> {
+        let mut out = vec![("slurm.conf", &files.slurm_conf)];
+        out.extend(files.gres_conf.as_ref().map(|content| ("gres.conf", content)));
+        out.extend(files.topology_conf.as_ref().map(|content| ("topology.conf", content)));
+        out.push(("cgroup.conf", &files.cgroup_conf));
+        if let Some(database) = &files.database {
+            out.push(("slurmdbd.conf", &database.slurmdbd_conf));
+            out.push(("slurmdbd-setup.sql", &database.setup_sql));
+            out.push(("slurmdbd-client.cnf", &database.client_cnf));
+        }
+        out
+    }
+
+    fn snapshot_files(prefix: &str, path: &str) {
+        let (_, files) = rendered(path);
+        for (name, content) in all_files(&files) {
+            assert!(
+                content.text().starts_with("# Managed by toolkit")
+                    || content.text().starts_with("-- Managed by toolkit")
+            );
+            insta::assert_snapshot!(format!("{prefix}__{name}"), content.text());
+        }
+    }
+
+    #[test]
+    fn lab_files() {
+        snapshot_files("lab", "blueprints/lab.yaml");
+    }
+
+    #[test]
+    fn superpod_files() {
+        snapshot_files("superpod", "blueprints/h100-superpod-1su.yaml");
+    }
+
+    #[test]
+    fn h200_roce_files() {
+        snapshot_files("h200_roce", "blueprints/h200-roce-64.yaml");
+    }
+
+    fn lab_resources() -> Vec<Resource> {
+        let renderer = Renderer::embedded().expect("templates parse");
+        let mut out = Vec::new();
+        render(&model("blueprints/lab.yaml"), &renderer, &secrets(), &mut out).expect("renders");
+        out
+    }
+
+    /// One line per resource: id, what it is, and what it waits for.
+    fn describe(resources: &[Resource]) -> String {
+        let mut text = String::new();
+        for resource in resources {
+            let what = match &resource.desired {
+                Desired::File { mode, owner, group, secret, content, .. } => {
+                    let secret = if *secret { " secret" } else { "" };
+                    format!("{mode:o} {owner}:{group}{secret} sha256:{}", &content.sha256()[..12])
+                }
+                Desired::Service { watches, .. } => {
+                    format!("watches [{}]", watches.iter().map(ResourceId::as_str).collect::<Vec<_>>().join(", "))
+                }
+                Desired::Command { argv, unless, .. } => format!("{argv:?} unless {unless:?}"),
+                Desired::Package { .. } | Desired::Directory { .. } => String::new(),
+            };
+            let after = resource.depends_on.iter().map(ResourceId::as_str).collect::<Vec<_>>().join(", ");
+            let _ = writeln!(text, "{} {what}\n    after [{after}]", resource.id);
+        }
+        text
+    }
+
+    #[test]
+    fn lab_resources_snapshot() {
+        insta::assert_snapshot!(describe(&lab_resources()));
+    }
+
+    fn position(graph: &crate::graph::ResourceGraph, id: &str) -> usize {
+        graph
+            .order
+            .iter()
+            .position(|&index| graph.resources[index].id.as_str() == id)
+            .unwrap_or_else(|| panic!("`{id}` is rendered"))
+    }
+
+    #[test]
+    fn lab_graph_orders_daemons_across_hosts() {
+        let graph = crate::graph::build(lab_resources()).expect("no unknown dependency, no cycle");
+        let before = |first: &str, second: &str| {
+            assert!(position(&graph, first) < position(&graph, second), "`{first}` comes before `{second}`");
+        };
+        before("head:service:munge", "head:service:slurmctld");
+        before("head:service:slurmdbd", "head:service:slurmctld");
+        before("head:service:slurmctld", "node01:service:slurmd");
+        before("head:service:mariadb", "head:command:slurm-db-user");
+        before("head:command:slurm-db-user", "head:service:slurmdbd");
+        before("head:command:sacctmgr-cluster", "head:service:slurmctld");
+        before("node01:file:/etc/munge/munge.key", "node01:service:munge");
+        before("node01:service:munge", "node01:service:slurmd");
+        before("node01:file:/etc/slurm/gres.conf", "node01:service:slurmd");
+        before("head:command:sacctmgr-qos-borrow-settings", "head:command:sacctmgr-qos-team-a");
+        before("head:command:sacctmgr-qos-team-b-settings", "head:command:sacctmgr-account-team-a");
+        before("head:command:sacctmgr-account-team-a-settings", "head:command:sacctmgr-user-team-a-alice");
+        // Direct edges, not just an order that happens to hold.
+        let slurmd = graph.resources.iter().position(|r| r.id.as_str() == "node03:service:slurmd").expect("slurmd");
+        let deps: Vec<&str> = graph.dependencies(slurmd).map(|i| graph.resources[i].id.as_str()).collect();
+        assert!(deps.contains(&"head:service:slurmctld"));
+        assert!(deps.contains(&"node03:service:munge"));
+    }
+
+    #[test]
+    fn secrets_stay_out_of_commands_and_public_files() {
+        let resources = lab_resources();
+        let password = secrets().db_password.expect("test password");
+        for resource in &resources {
+            match &resource.desired {
+                Desired::Command { argv, unless, description, .. } => {
+                    let all = argv.iter().chain(unless.iter().flatten()).chain([description]);
+                    assert!(all.into_iter().all(|arg| !arg.contains(&password)), "{} shows the password", resource.id);
+                }
+                Desired::File { content, secret, path, .. } if content.text().contains(&password) => {
+                    assert!(*secret, "{path} holds the password but is not secret");
+                }
+                _ => {}
+            }
+        }
+        let dbd =
+            resources.iter().find(|r| r.id.as_str() == "head:file:/etc/slurm/slurmdbd.conf").expect("slurmdbd.conf");
+        assert!(matches!(&dbd.desired, Desired::File { mode: 0o600, owner, secret: true, .. } if owner == "slurm"));
+        let key = resources.iter().find(|r| r.id.as_str() == "node02:file:/etc/munge/munge.key").expect("munge key");
+        assert!(matches!(&key.desired, Desired::File { mode: 0o400, owner, secret: true, .. } if owner == "munge"));
+    }
+
+    #[test]
+    fn quotes_passwords_for_sql_and_option_files() {
+        assert_eq!(sql_quoted(r"a'b\c"), r"a\'b\\c");
+        assert_eq!(option_file_quoted(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(slurm_conf_quoted("plain").as_deref(), Some("plain"));
+        assert_eq!(slurm_conf_quoted(r"a b#c\d").as_deref(), Some(r#""a b\#c\\d""#));
+        assert_eq!(slurm_conf_quoted(""), Some(r#""""#.to_owned()));
+        assert_eq!(slurm_conf_quoted(r#"a"b"#), None);
+    }
+
+    #[test]
+    fn content_is_rendered_once_and_shared_at_scale() {
+        let yaml = r#"
+version: 1
+cluster: { name: big }
+node_groups:
+  - { name: ctl, count: 1, hostname: ctl01, roles: [controller, database, login] }
+  - name: gpu
+    count: 4096
+    hostname: "gpu{index:04}"
+    roles: [compute]
+    cpu: { sockets: 2, cores_per_socket: 48, threads_per_core: 2 }
+    memory_gib: 2048
+    gpu: { model: h200, count: 8 }
+    rail_nics: { count: 8, speed_gbps: 400, link_layer: ethernet }
+fabric:
+  compute:
+    kind: roce
+    rails: 8
+    link_speed_gbps: 400
+    switch: { model: sn5600, radix: 128 }
+    addressing: { rail_pool: 10.64.0.0/10, loopback_pool: 10.255.0.0/20 }
+  management:
+    inband: { subnet: 10.0.0.0/19 }
+scheduler:
+  kind: slurm
+  slurm:
+    partitions: [ { name: gpu, groups: [gpu], default: true } ]
+tenants:
+  - { name: a, users: [alice], guaranteed_gpus: 16384 }
+  - { name: b, users: [bob], guaranteed_gpus: 16384 }
+"#
+        .to_owned();
+        let loaded = crate::blueprint::load::load_text(Path::new("scale.yaml"), yaml).expect("loads");
+        let model = crate::model::expand(&loaded.blueprint).expect("expands");
+        let renderer = Renderer::embedded().expect("templates parse");
+        let mut out = Vec::new();
+        render(&model, &renderer, &secrets(), &mut out).expect("renders");
+
+        let slurm_confs: Vec<&Content> = out
+            .iter()
+            .filter_map(|resource| match &resource.desired {
+                Desired::File { path, content, .. } if path == SLURM_CONF => Some(content),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(slurm_confs.len(), 4096 + 1);
+        let first = slurm_confs[0];
+        // One rendering: every host holds the same allocation, not an equal copy.
+        assert!(slurm_confs.iter().all(|content| std::ptr::eq(content.text(), first.text())));
+        assert!(slurm_confs.iter().all(|content| content.sha256() == first.sha256()));
+        // Node and partition lines per group, not per node.
+        assert!(first.len() < 4096, "slurm.conf is {} bytes", first.len());
+        assert!(first.text().contains("NodeName=gpu[0001-4096] "));
+        let topology = out
+            .iter()
+            .find_map(|resource| match &resource.desired {
+                Desired::File { path, content, .. } if path == TOPOLOGY_CONF => Some(content.text()),
+                _ => None,
+            })
+            .expect("topology.conf");
+        assert_eq!(topology.lines().filter(|line| line.starts_with("SwitchName=su")).count(), 64);
+        assert!(topology.contains("SwitchName=fabric Switches=su[0-63]"));
+    }
 }

@@ -32,7 +32,7 @@ fn inventory_from(text: &str) -> Inventory {
 
 fn render_all(model: &Model, inventory: Option<&Inventory>) -> Vec<Resource> {
     let renderer = Renderer::embedded().expect("templates parse");
-    render::render(model, inventory, &renderer).expect("renders")
+    render::render(model, inventory, &toolkit::render::slurm::Secrets::default(), &renderer).expect("renders")
 }
 
 fn find<'a>(resources: &'a [Resource], id: &str) -> &'a Resource {
@@ -275,7 +275,8 @@ switches:
 ",
     );
     let renderer = Renderer::embedded().expect("templates parse");
-    let error = render::render(&model("lab"), Some(&inventory), &renderer).expect_err("sonic is not rendered");
+    let error = render::render(&model("lab"), Some(&inventory), &toolkit::render::slurm::Secrets::default(), &renderer)
+        .expect_err("sonic is not rendered");
     assert!(matches!(&error, RenderError::UnsupportedSwitchOs { switch, .. } if switch == "leaf1"), "{error:?}");
     assert!(error.to_string().contains("`leaf1` runs `sonic`"), "{error}");
 }
