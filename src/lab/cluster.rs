@@ -9,7 +9,7 @@
 //! Docker put on rail and cable interfaces: those belong to deploy, and a rail that
 //! worked before deploy configured it would prove nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Write as _};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::PathBuf;
@@ -99,29 +99,28 @@ pub fn up(docker: &Docker, layout: &Layout, paths: &Paths, progress: &dyn Fn(&st
     let public_key = keys::ensure_key(&paths.identity, &format!("toolkit-lab-{}", layout.cluster))?;
     let cgroup = docker.cgroup_version()?;
     let (subnets, networks_created) = ensure_networks(docker, layout, progress)?;
+    let prepared = Prepared { image, cgroup, subnets, public_key };
 
     let mut outcomes = Vec::with_capacity(layout.containers.len());
     for (order, container) in layout.containers.iter().enumerate() {
         let outcome = match docker.container(&container.name)? {
             None => {
-                let args = create_args(layout, container, order, &image, &cgroup, &subnets);
-                docker.output(&args)?;
-                for attachment in container.attachments.iter().filter(|a| layout.networks[a.network].is_fabric()) {
-                    let network = &layout.networks[attachment.network];
-                    let address = attachment.address.resolve(subnets[attachment.network]).to_string();
-                    docker.output(&["network", "connect", "--ip", &address, &network.name, &container.name])?;
+                let created = create(docker, layout, container, order, &prepared, progress);
+                if created.is_err() {
+                    // Half a container (missing networks or key) would be "kept" by the next
+                    // `up`; without it, the next `up` simply creates it again.
+                    let _ = docker.output(&["container", "rm", "--force", &container.name]);
                 }
-                copy_authorized_key(docker, &container.name, &public_key)?;
-                docker.output(&["start", &container.name])?;
-                strip_fabric_addresses(docker, layout, container, progress)?;
+                created?;
                 Outcome::Created
             }
             Some(info) => {
                 check_ours(&info, &layout.cluster)?;
-                if info.config.image != image {
+                check_networks(&info, layout, container)?;
+                if info.config.image != prepared.image {
                     progress(&format!(
-                        "note: {} runs {}, the current recipe is {image}: `toolkit lab down` and `up` to rebuild it",
-                        container.host, info.config.image
+                        "note: {} runs {}, the current recipe is {}: `toolkit lab down` and `up` to rebuild it",
+                        container.host, info.config.image, prepared.image
                     ));
                 }
                 if info.state.running {
@@ -153,7 +152,55 @@ pub fn up(docker: &Docker, layout: &Layout, paths: &Paths, progress: &dyn Fn(&st
         paths.known_hosts.display(),
         layout.containers.first().map_or(Ipv4Addr::UNSPECIFIED, |c| c.management)
     ));
-    Ok(UpReport { image, containers: outcomes, networks_created })
+    Ok(UpReport { image: prepared.image, containers: outcomes, networks_created })
+}
+
+/// What every container creation needs, made once per `up`.
+struct Prepared {
+    image: String,
+    cgroup: String,
+    subnets: Vec<Ipv4Net>,
+    public_key: String,
+}
+
+/// Creates, connects, keys and starts one container.
+fn create(
+    docker: &Docker,
+    layout: &Layout,
+    container: &Container,
+    order: usize,
+    prepared: &Prepared,
+    progress: &dyn Fn(&str),
+) -> Result<(), LabError> {
+    let Prepared { image, cgroup, subnets, public_key } = prepared;
+    docker.output(&create_args(layout, container, order, image, cgroup, subnets))?;
+    // Every network is connected before the first start, so the first start already
+    // names interfaces in the order every later start will (see the layout's module doc).
+    for attachment in container.attachments.iter().filter(|a| layout.networks[a.network].is_fabric()) {
+        let network = &layout.networks[attachment.network];
+        let address = attachment.address.resolve(subnets[attachment.network]).to_string();
+        docker.output(&["network", "connect", "--ip", &address, &network.name, &container.name])?;
+    }
+    copy_authorized_key(docker, &container.name, public_key)?;
+    docker.output(&["start", &container.name])?;
+    strip_fabric_addresses(docker, layout, container, progress)
+}
+
+/// A kept container must be on exactly the networks the layout plans.
+fn check_networks(info: &ContainerInfo, layout: &Layout, container: &Container) -> Result<(), LabError> {
+    let planned: BTreeSet<&str> =
+        container.attachments.iter().map(|a| layout.networks[a.network].name.as_str()).collect();
+    let actual: BTreeSet<&str> = info.network_settings.networks.keys().map(String::as_str).collect();
+    if planned == actual {
+        return Ok(());
+    }
+    let list = |set: &BTreeSet<&str>| set.iter().copied().collect::<Vec<_>>().join(", ");
+    Err(LabError::Conflict(format!(
+        "container `{}` is on networks {}, the blueprint now plans {}: `toolkit lab down` first",
+        container.name,
+        list(&actual),
+        list(&planned)
+    )))
 }
 
 /// Creates the networks that do not exist; returns every network's subnet (by layout index).
@@ -455,7 +502,7 @@ fn wait_for_host_key(docker: &Docker, container: &Container, deadline: Instant) 
 fn wait_for_port(address: Ipv4Addr, deadline: Instant, host: &str) -> Result<(), LabError> {
     let socket = SocketAddr::from((address, 22));
     loop {
-        if TcpStream::connect_timeout(&socket, Duration::from_secs(2)).is_ok() {
+        if ssh_answers(&socket) {
             return Ok(());
         }
         if Instant::now() > deadline {
@@ -466,6 +513,18 @@ fn wait_for_port(address: Ipv4Addr, deadline: Instant, host: &str) -> Result<(),
         }
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// True when an SSH server greets on `socket`. The probe greets back before closing, so
+/// sshd logs a plain disconnect rather than a failed key exchange.
+fn ssh_answers(socket: &SocketAddr) -> bool {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = TcpStream::connect_timeout(socket, Duration::from_secs(2)) else { return false };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut greeting = [0_u8; 4];
+    let answered = stream.read_exact(&mut greeting).is_ok() && &greeting == b"SSH-";
+    let _ = stream.write_all(b"SSH-2.0-toolkit-lab-probe\r\n");
+    answered
 }
 
 fn check_ours(info: &ContainerInfo, cluster: &str) -> Result<(), LabError> {

@@ -154,7 +154,9 @@ pub fn ensure(docker: &Docker, recipe: &Recipe, progress: &dyn Fn(&str)) -> Resu
     // The image is the cache; the 900 MB tree is not worth keeping.
     let cleaned = fs::remove_dir_all(&root);
     result?;
-    cleaned.map_err(LabError::io(&root))?;
+    if let Err(error) = cleaned {
+        progress(&format!("warning: cannot remove the build tree {}: {error}", root.display()));
+    }
     let size = docker.output(&["image", "inspect", "--format", "{{.Size}}", &tag])?;
     let megabytes =
         size.trim().parse::<u64>().map_or_else(|_| size.clone(), |bytes| format!("{} MB", bytes / 1_000_000));
