@@ -164,7 +164,7 @@ fn print_status(docker: &Docker, cluster: &str, output: OutputFormat) -> anyhow:
     match output {
         OutputFormat::Json => {
             let json = serde_json::json!({ "format_version": 1, "cluster": cluster, "containers": containers });
-            println!("{}", serde_json::to_string_pretty(&json)?);
+            print_stdout(&serde_json::to_string_pretty(&json)?)?;
         }
         OutputFormat::Text => {
             if containers.is_empty() {
@@ -189,8 +189,17 @@ fn print_status(docker: &Docker, cluster: &str, output: OutputFormat) -> anyhow:
             });
             let mut table = Table::new(rows);
             table.with(Style::sharp());
-            println!("{table}");
+            print_stdout(&table.to_string())?;
         }
     }
     Ok(())
+}
+
+/// Prints a line on stdout; a reader that went away (`| head`) is not an error.
+fn print_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    match writeln!(std::io::stdout().lock(), "{text}") {
+        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => Err(error.into()),
+        _ => Ok(()),
+    }
 }

@@ -35,6 +35,10 @@ fn missing_prerequisite() -> Option<String> {
     if !image_present && Command::new("debootstrap").arg("--version").output().is_err() {
         return Some("no lab image and no `debootstrap` to build it (apt-get install debootstrap)".to_owned());
     }
+    let root = Command::new("id").arg("-u").output().is_ok_and(|o| text(&o.stdout).trim() == "0");
+    if !image_present && !root {
+        return Some("no lab image, and building one (debootstrap, chroot) needs root".to_owned());
+    }
     None
 }
 
