@@ -19,6 +19,7 @@ pub mod compile;
 pub mod diagnostic;
 pub mod graph;
 pub mod inventory;
+pub mod lab;
 pub mod model;
 pub mod plan;
 pub mod render;

@@ -2,6 +2,7 @@
 //! command. Exit codes follow `terraform plan -detailed-exitcode`: 0 nothing to do
 //! or all passed, 2 changes pending or tests failed, 1 error.
 
+mod lab;
 mod lint;
 mod plan;
 mod schema;
@@ -36,6 +37,8 @@ pub enum Command {
     Topology(topology::Args),
     /// What deploy would change: creates, updates, removals, with diffs.
     Plan(plan::Args),
+    /// A local lab of Docker containers matching a blueprint (see lab/README.md).
+    Lab(lab::Args),
 }
 
 /// How results are printed on stdout.
@@ -78,6 +81,7 @@ pub fn run() -> ExitCode {
         Command::Schema(args) => schema::run(&args),
         Command::Topology(args) => topology::run(&args),
         Command::Plan(args) => plan::run(&args),
+        Command::Lab(args) => lab::run(&args),
     };
     match status {
         Ok(status) => status.into(),

@@ -1,5 +1,6 @@
 //! The integration test binary: one module per area.
 
+mod lab;
 mod lint;
 mod plan;
 mod render_network;

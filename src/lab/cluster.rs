@@ -1,0 +1,741 @@
+//! `lab up`, `down`, `status` and `exec`: the lab's life cycle over the [`Docker`] CLI.
+//!
+//! Stage: IO. Input: a [`Layout`] (or just the cluster name). Output: containers and
+//! networks labelled `toolkit.lab=<cluster>`, the SSH key and known_hosts, and reports.
+//!
+//! `up` is idempotent: what exists with the lab's label is kept (a running container is
+//! not touched: deploy may have configured it), a stopped container is started, the
+//! rest is created. On every container it starts, `up` removes the IPv4 addresses
+//! Docker put on rail and cable interfaces: those belong to deploy, and a rail that
+//! worked before deploy configured it would prove nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::{self, Write as _};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use ipnet::Ipv4Net;
+use serde::Serialize;
+
+use super::docker::ContainerInfo;
+use super::layout::{Container, LABEL, Layout, NetworkKind, free_link_subnet};
+use super::{Docker, LabError, image, keys};
+use crate::inventory::Inventory;
+use crate::topology::addressing;
+
+/// How long a started container may take until sshd answers.
+const READY_TIMEOUT: Duration = Duration::from_mins(3);
+
+/// Where the lab's SSH files go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paths {
+    /// Private key; the public key is next to it with `.pub`.
+    pub identity: PathBuf,
+    /// known_hosts with every container's host key.
+    pub known_hosts: PathBuf,
+}
+
+impl Paths {
+    /// The inventory's `defaults.identity_file` and `defaults.known_hosts`, else
+    /// `.toolkit/lab/id_ed25519` and `.toolkit/lab/known_hosts`.
+    #[must_use]
+    pub fn from_inventory(inventory: Option<&Inventory>) -> Self {
+        let defaults = inventory.map(|i| &i.defaults);
+        Self {
+            identity: defaults
+                .and_then(|d| d.identity_file.clone())
+                .unwrap_or_else(|| PathBuf::from(".toolkit/lab/id_ed25519")),
+            known_hosts: defaults
+                .and_then(|d| d.known_hosts.clone())
+                .unwrap_or_else(|| PathBuf::from(".toolkit/lab/known_hosts")),
+        }
+    }
+}
+
+/// What `up` did to one container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Created and started.
+    Created,
+    /// Existed stopped; started.
+    Started,
+    /// Was running; left alone.
+    Kept,
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(match self {
+            Self::Created => "created",
+            Self::Started => "started",
+            Self::Kept => "kept (running)",
+        })
+    }
+}
+
+/// What `up` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct UpReport {
+    /// The image containers are created from.
+    pub image: String,
+    /// Each container and what happened to it.
+    pub containers: Vec<(String, Outcome)>,
+    /// Networks created (the others existed).
+    pub networks_created: Vec<String>,
+}
+
+/// Brings the lab of `layout` up: image, key, networks, containers, known_hosts.
+///
+/// # Errors
+/// Docker unreachable, a name or subnet taken by something not of this lab, a failed
+/// image build, or a container whose sshd does not answer in time.
+pub fn up(docker: &Docker, layout: &Layout, paths: &Paths, progress: &dyn Fn(&str)) -> Result<UpReport, LabError> {
+    docker.ping()?;
+    let recipe = image::Recipe::standard();
+    let image = image::ensure(docker, &recipe, progress)?;
+    let public_key = keys::ensure_key(&paths.identity, &format!("toolkit-lab-{}", layout.cluster))?;
+    let cgroup = docker.cgroup_version()?;
+    let (subnets, networks_created) = ensure_networks(docker, layout, progress)?;
+    let prepared = Prepared { image, cgroup, subnets, public_key };
+
+    let mut outcomes = Vec::with_capacity(layout.containers.len());
+    for (order, container) in layout.containers.iter().enumerate() {
+        let outcome = match docker.container(&container.name)? {
+            None => {
+                let created = create(docker, layout, container, order, &prepared, progress);
+                if created.is_err() {
+                    // Half a container (missing networks or key) would be "kept" by the next
+                    // `up`; without it, the next `up` simply creates it again.
+                    let _ = docker.output(&["container", "rm", "--force", &container.name]);
+                }
+                created?;
+                Outcome::Created
+            }
+            Some(info) => {
+                check_ours(&info, &layout.cluster)?;
+                check_networks(&info, layout, container)?;
+                if info.config.image != prepared.image {
+                    progress(&format!(
+                        "note: {} runs {}, the current recipe is {}: `toolkit lab down` and `up` to rebuild it",
+                        container.host, info.config.image, prepared.image
+                    ));
+                }
+                if info.state.running {
+                    Outcome::Kept
+                } else {
+                    docker.output(&["start", &container.name])?;
+                    strip_fabric_addresses(docker, layout, container, progress)?;
+                    Outcome::Started
+                }
+            }
+        };
+        progress(&format!("lab: {} {outcome}", container.host));
+        outcomes.push((container.host.clone(), outcome));
+    }
+
+    progress("lab: waiting for sshd in every container");
+    let mut entries = Vec::with_capacity(layout.containers.len());
+    let deadline = Instant::now() + READY_TIMEOUT;
+    for container in &layout.containers {
+        let key = wait_for_host_key(docker, container, deadline)?;
+        wait_for_port(container.management, deadline, &container.host)?;
+        entries.push((container.management, key));
+    }
+    keys::write_file(&paths.known_hosts, &keys::known_hosts(&entries), 0o644)?;
+    progress(&format!(
+        "lab: {} containers ready; ssh -i {} -o UserKnownHostsFile={} root@{}",
+        entries.len(),
+        paths.identity.display(),
+        paths.known_hosts.display(),
+        layout.containers.first().map_or(Ipv4Addr::UNSPECIFIED, |c| c.management)
+    ));
+    Ok(UpReport { image: prepared.image, containers: outcomes, networks_created })
+}
+
+/// What every container creation needs, made once per `up`.
+struct Prepared {
+    image: String,
+    cgroup: String,
+    subnets: Vec<Ipv4Net>,
+    public_key: String,
+}
+
+/// Creates, connects, keys and starts one container.
+fn create(
+    docker: &Docker,
+    layout: &Layout,
+    container: &Container,
+    order: usize,
+    prepared: &Prepared,
+    progress: &dyn Fn(&str),
+) -> Result<(), LabError> {
+    let Prepared { image, cgroup, subnets, public_key } = prepared;
+    docker.output(&create_args(layout, container, order, image, cgroup, subnets))?;
+    // Every network is connected before the first start, so the first start already
+    // names interfaces in the order every later start will (see the layout's module doc).
+    for attachment in container.attachments.iter().filter(|a| layout.networks[a.network].is_fabric()) {
+        let network = &layout.networks[attachment.network];
+        let address = attachment.address.resolve(subnets[attachment.network]).to_string();
+        docker.output(&["network", "connect", "--ip", &address, &network.name, &container.name])?;
+    }
+    copy_authorized_key(docker, &container.name, public_key)?;
+    docker.output(&["start", &container.name])?;
+    strip_fabric_addresses(docker, layout, container, progress)
+}
+
+/// A kept container must be on exactly the networks the layout plans.
+fn check_networks(info: &ContainerInfo, layout: &Layout, container: &Container) -> Result<(), LabError> {
+    let planned: BTreeSet<&str> =
+        container.attachments.iter().map(|a| layout.networks[a.network].name.as_str()).collect();
+    let actual: BTreeSet<&str> = info.network_settings.networks.keys().map(String::as_str).collect();
+    if planned == actual {
+        return Ok(());
+    }
+    let list = |set: &BTreeSet<&str>| set.iter().copied().collect::<Vec<_>>().join(", ");
+    Err(LabError::Conflict(format!(
+        "container `{}` is on networks {}, the blueprint now plans {}: `toolkit lab down` first",
+        container.name,
+        list(&actual),
+        list(&planned)
+    )))
+}
+
+/// Creates the networks that do not exist; returns every network's subnet (by layout index).
+fn ensure_networks(
+    docker: &Docker,
+    layout: &Layout,
+    progress: &dyn Fn(&str),
+) -> Result<(Vec<Ipv4Net>, Vec<String>), LabError> {
+    let existing = docker.networks()?;
+    let by_name: BTreeMap<&str, &super::docker::NetworkInfo> = existing.iter().map(|n| (n.name.as_str(), n)).collect();
+    let mut used: Vec<(String, Ipv4Net)> =
+        existing.iter().flat_map(|n| n.subnets().into_iter().map(|s| (n.name.clone(), s))).collect();
+    let mut subnets = Vec::with_capacity(layout.networks.len());
+    let mut created = Vec::new();
+    for network in &layout.networks {
+        if let Some(found) = by_name.get(network.name.as_str()) {
+            if found.label(LABEL) != Some(layout.cluster.as_str()) {
+                return Err(LabError::Conflict(format!(
+                    "Docker network `{}` exists but is not this lab's (label {LABEL}={}): remove or rename it",
+                    network.name, layout.cluster
+                )));
+            }
+            let actual = found.subnets().first().copied();
+            match (network.subnet, actual) {
+                (Some(planned), Some(actual)) if planned != actual => {
+                    return Err(LabError::Conflict(format!(
+                        "network `{}` has subnet {actual}, the blueprint now plans {planned}: `toolkit lab down` first",
+                        network.name
+                    )));
+                }
+                (_, Some(actual)) => subnets.push(actual),
+                (_, None) => {
+                    return Err(LabError::Conflict(format!("network `{}` has no IPv4 subnet", network.name)));
+                }
+            }
+            continue;
+        }
+        let subnet = if let Some(subnet) = network.subnet {
+            subnet
+        } else {
+            let taken: Vec<Ipv4Net> = used.iter().map(|(_, s)| *s).collect();
+            free_link_subnet(&taken).ok_or_else(|| {
+                LabError::Conflict(format!("no free /29 left in {} for cable networks", super::layout::LINK_POOL))
+            })?
+        };
+        if let Some((owner, theirs)) = used.iter().find(|(_, s)| s.contains(&subnet) || subnet.contains(s)) {
+            return Err(LabError::Conflict(format!(
+                "network `{}` needs {subnet}, which Docker network `{owner}` ({theirs}) overlaps: \
+                 `toolkit lab down` another lab, or change the blueprint's subnets",
+                network.name
+            )));
+        }
+        let gateway = network.gateway.unwrap_or_else(|| addressing::nth_host(subnet, 0));
+        let kind = match network.kind {
+            NetworkKind::Management => "management",
+            NetworkKind::Rail { .. } => "rail",
+            NetworkKind::Link { .. } => "link",
+        };
+        let mut args = vec![
+            "network".to_owned(),
+            "create".to_owned(),
+            "--driver=bridge".to_owned(),
+            format!("--subnet={subnet}"),
+            format!("--gateway={gateway}"),
+            format!("--label={LABEL}={}", layout.cluster),
+            format!("--label={LABEL}.network={kind}"),
+            format!("--opt=com.docker.network.driver.mtu={}", network.mtu),
+        ];
+        if network.internal {
+            args.push("--internal".to_owned());
+        }
+        if network.is_fabric() {
+            // Fabric bridges are cables, not a way out: no NAT, and no address for the
+            // host on them (the host is not a member of the fabric). They cannot be
+            // `--internal`: Docker then drops bridged packets whose addresses are not in
+            // the network's subnet, which is every routed packet of the fabric.
+            args.push("--opt=com.docker.network.bridge.enable_ip_masquerade=false".to_owned());
+            args.push("--opt=com.docker.network.bridge.inhibit_ipv4=true".to_owned());
+        }
+        args.push(network.name.clone());
+        docker.output(&args)?;
+        progress(&format!("lab: network {} ({subnet}) created", network.name));
+        used.push((network.name.clone(), subnet));
+        created.push(network.name.clone());
+        subnets.push(subnet);
+    }
+    Ok((subnets, created))
+}
+
+/// `docker create` arguments for a container, attached to management only (the
+/// fabric networks are connected before the first start; see the layout's module doc).
+#[must_use]
+pub fn create_args(
+    layout: &Layout,
+    container: &Container,
+    order: usize,
+    image: &str,
+    cgroup_version: &str,
+    subnets: &[Ipv4Net],
+) -> Vec<String> {
+    let management = container.attachments.iter().find(|a| !layout.networks[a.network].is_fabric());
+    let mut args: Vec<String> = vec![
+        "create".into(),
+        format!("--name={}", container.name),
+        format!("--hostname={}", container.host),
+        format!("--label={LABEL}={}", layout.cluster),
+        format!("--label={LABEL}.host={}", container.host),
+        format!("--label={LABEL}.role={}", container.role),
+        format!("--label={LABEL}.order={order:04}"),
+        // systemd is PID 1: it needs /run and /run/lock as tmpfs, the container
+        // marker, and the signal that makes it shut down cleanly on `docker stop`.
+        "--tmpfs=/run".into(),
+        "--tmpfs=/run/lock".into(),
+        "--env=container=docker".into(),
+        "--stop-signal=SIGRTMIN+3".into(),
+        // A fresh Linux box: IPv6 on (BGP unnumbered runs on link-local addresses),
+        // forwarding off until deploy turns a switch into a router.
+        "--sysctl=net.ipv6.conf.all.disable_ipv6=0".into(),
+        "--sysctl=net.ipv6.conf.default.disable_ipv6=0".into(),
+        "--sysctl=net.ipv4.ip_forward=0".into(),
+    ];
+    if cgroup_version.trim() == "1" {
+        // `--privileged` asks for every capability, and fails where the engine itself
+        // lacks one (here: CAP_SYS_RESOURCE, "unable to apply caps"); the same set
+        // minus that one, without seccomp/AppArmor confinement and with /proc/sys
+        // writable, runs systemd and FRR.
+        args.extend(
+            [
+                "--cap-add=ALL",
+                "--cap-drop=SYS_RESOURCE",
+                "--security-opt=seccomp=unconfined",
+                "--security-opt=apparmor=unconfined",
+                "--security-opt=systempaths=unconfined",
+                "--cgroupns=host",
+                "--volume=/sys/fs/cgroup:/sys/fs/cgroup:ro",
+            ]
+            .map(String::from),
+        );
+    } else {
+        // cgroup v2: systemd wants its own writable cgroup tree.
+        args.extend(["--privileged", "--cgroupns=private"].map(String::from));
+    }
+    if let Some(management) = management {
+        let network = &layout.networks[management.network];
+        args.push(format!("--network={}", network.name));
+        args.push(format!("--ip={}", management.address.resolve(subnets[management.network])));
+    }
+    args.push(image.to_owned());
+    args.push("/sbin/init".to_owned());
+    args
+}
+
+/// Puts `/root/.ssh/authorized_keys` (the lab's public key) into a created container.
+fn copy_authorized_key(docker: &Docker, container: &str, public_key: &str) -> Result<(), LabError> {
+    let archive = authorized_keys_tar(&format!("{public_key}\n"));
+    let mut command = docker.command(&["cp", "-", &format!("{container}:/root")]);
+    command.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
+    command.stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().map_err(|source| LabError::Docker(docker.spawn_error(source)))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        use std::io::Write as _;
+        stdin.write_all(&archive).map_err(|source| LabError::Docker(docker.spawn_error(source)))?;
+    }
+    let output = child.wait_with_output().map_err(|source| LabError::Docker(docker.spawn_error(source)))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(LabError::Docker(super::DockerError::Failed {
+            command: format!("cp - {container}:/root"),
+            message: super::docker::last_words(&output),
+        }))
+    }
+}
+
+/// A tar archive of `.ssh/` (0700) and `.ssh/authorized_keys` (0600), owned by root.
+#[must_use]
+pub fn authorized_keys_tar(text: &str) -> Vec<u8> {
+    let mut archive = Vec::with_capacity(4 * 512);
+    archive.extend(tar_header(".ssh/", 0o700, 0, b'5'));
+    archive.extend(tar_header(".ssh/authorized_keys", 0o600, text.len(), b'0'));
+    archive.extend(text.as_bytes());
+    archive.resize(archive.len().div_ceil(512) * 512, 0);
+    archive.resize(archive.len() + 1024, 0);
+    archive
+}
+
+/// One ustar header block.
+fn tar_header(name: &str, mode: u32, size: usize, kind: u8) -> [u8; 512] {
+    let mut header = [0_u8; 512];
+    let mut put = |offset: usize, bytes: &[u8]| header[offset..offset + bytes.len()].copy_from_slice(bytes);
+    put(0, name.as_bytes());
+    put(100, format!("{mode:07o}\0").as_bytes());
+    put(108, b"0000000\0");
+    put(116, b"0000000\0");
+    put(124, format!("{size:011o}\0").as_bytes());
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    put(136, format!("{now:011o}\0").as_bytes());
+    put(148, b"        ");
+    put(156, &[kind]);
+    put(257, b"ustar\0");
+    put(263, b"00");
+    put(265, b"root");
+    put(297, b"root");
+    let checksum: u32 = header.iter().map(|&b| u32::from(b)).sum();
+    header[148..156].copy_from_slice(format!("{checksum:06o}\0 ").as_bytes());
+    header
+}
+
+/// Interfaces inside a running container: name by MAC address, from `ip -o link`.
+fn interfaces_by_mac(docker: &Docker, container: &str) -> Result<BTreeMap<String, String>, LabError> {
+    let text = docker.exec(container, &["ip", "-o", "link", "show"], None)?;
+    Ok(parse_ip_link(&text))
+}
+
+/// Parses `ip -o link show`: MAC → interface name (without `@ifN`).
+#[must_use]
+pub fn parse_ip_link(text: &str) -> BTreeMap<String, String> {
+    let mut found = BTreeMap::new();
+    for line in text.lines() {
+        let mut fields = line.split_whitespace();
+        let Some(name) = fields.nth(1) else { continue };
+        let name = name.trim_end_matches(':').split('@').next().unwrap_or_default();
+        let mut rest = line.split_whitespace().skip_while(|f| *f != "link/ether");
+        if let (Some(_), Some(mac)) = (rest.next(), rest.next()) {
+            found.insert(mac.to_ascii_lowercase(), name.to_owned());
+        }
+    }
+    found
+}
+
+/// Parses `ip -o -4 address show`: interface → its IPv4 addresses with prefix.
+#[must_use]
+pub fn parse_ip_address(text: &str) -> BTreeMap<String, Vec<String>> {
+    let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if let (Some(name), Some(position)) = (fields.get(1), fields.iter().position(|f| *f == "inet"))
+            && let Some(address) = fields.get(position + 1)
+        {
+            found.entry((*name).to_owned()).or_default().push((*address).to_owned());
+        }
+    }
+    found
+}
+
+/// Removes Docker's IPv4 addresses from the rail and cable interfaces of a container
+/// just started, and checks that Docker named the interfaces as the layout says.
+fn strip_fabric_addresses(
+    docker: &Docker,
+    layout: &Layout,
+    container: &Container,
+    progress: &dyn Fn(&str),
+) -> Result<(), LabError> {
+    let Some(info) = docker.container(&container.name)? else {
+        return Err(LabError::Conflict(format!("container `{}` vanished while starting", container.name)));
+    };
+    let by_mac = interfaces_by_mac(docker, &container.name)?;
+    let mut batch = String::new();
+    for attachment in &container.attachments {
+        let network = &layout.networks[attachment.network];
+        let Some(endpoint) = info.network_settings.networks.get(&network.name) else { continue };
+        let Some(actual) = by_mac.get(&endpoint.mac_address.to_ascii_lowercase()) else { continue };
+        if *actual != attachment.interface {
+            progress(&format!(
+                "warning: {} has {} on {}, the layout expected {}; deploy must match interfaces by MAC",
+                container.host, actual, network.name, attachment.interface
+            ));
+        }
+        if network.is_fabric() {
+            let _ = writeln!(batch, "address flush dev {actual}");
+        }
+    }
+    if !batch.is_empty() {
+        docker.exec(&container.name, &["ip", "-4", "-batch", "-"], Some(&batch))?;
+    }
+    Ok(())
+}
+
+fn wait_for_host_key(docker: &Docker, container: &Container, deadline: Instant) -> Result<String, LabError> {
+    loop {
+        let output = docker.exec_raw(&container.name, &["cat", "/etc/ssh/ssh_host_ed25519_key.pub"], None)?;
+        if output.status.success()
+            && let Some(key) = keys::key_material(&String::from_utf8_lossy(&output.stdout))
+        {
+            return Ok(key);
+        }
+        if Instant::now() > deadline {
+            return Err(LabError::Timeout(format!(
+                "{} made no SSH host key in {}s: see `toolkit lab exec {} -- systemctl status ssh`",
+                container.host,
+                READY_TIMEOUT.as_secs(),
+                container.host
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn wait_for_port(address: Ipv4Addr, deadline: Instant, host: &str) -> Result<(), LabError> {
+    let socket = SocketAddr::from((address, 22));
+    loop {
+        if ssh_answers(&socket) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(LabError::Timeout(format!(
+                "sshd of {host} does not answer on {socket} from this machine: is the management \
+                 network's bridge reachable (Docker in a VM is not)?"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// True when an SSH server greets on `socket`. The probe greets back before closing, so
+/// sshd logs a plain disconnect rather than a failed key exchange.
+fn ssh_answers(socket: &SocketAddr) -> bool {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = TcpStream::connect_timeout(socket, Duration::from_secs(2)) else { return false };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut greeting = [0_u8; 4];
+    let answered = stream.read_exact(&mut greeting).is_ok() && &greeting == b"SSH-";
+    let _ = stream.write_all(b"SSH-2.0-toolkit-lab-probe\r\n");
+    answered
+}
+
+fn check_ours(info: &ContainerInfo, cluster: &str) -> Result<(), LabError> {
+    if info.label(LABEL) == Some(cluster) {
+        Ok(())
+    } else {
+        Err(LabError::Conflict(format!(
+            "container `{}` exists but is not this lab's (label {LABEL}={cluster}): remove or rename it",
+            info.short_name()
+        )))
+    }
+}
+
+/// What `down` removed.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DownReport {
+    /// Containers removed.
+    pub containers: Vec<String>,
+    /// Networks removed.
+    pub networks: Vec<String>,
+}
+
+/// Removes every container and network labelled `toolkit.lab=<cluster>`, and nothing else.
+///
+/// # Errors
+/// Docker errors.
+pub fn down(docker: &Docker, cluster: &str) -> Result<DownReport, LabError> {
+    docker.ping()?;
+    let containers = docker.containers_labelled(LABEL, cluster)?;
+    if !containers.is_empty() {
+        let mut args = vec!["container", "rm", "--force", "--volumes"];
+        args.extend(containers.iter().map(String::as_str));
+        docker.output(&args)?;
+    }
+    let networks = docker.networks_labelled(LABEL, cluster)?;
+    if !networks.is_empty() {
+        let mut args = vec!["network", "rm"];
+        args.extend(networks.iter().map(String::as_str));
+        docker.output(&args)?;
+    }
+    Ok(DownReport { containers, networks })
+}
+
+/// One interface of a container, as it is now.
+#[derive(Debug, Clone, Serialize)]
+pub struct InterfaceStatus {
+    /// Name inside the container (`eth0`, or deploy's `rail0`), `?` when not running.
+    pub name: String,
+    /// Docker network.
+    pub network: String,
+    /// MAC address (Docker derives it from the `--ip` address, so it is stable).
+    pub mac: String,
+    /// IPv4 addresses configured now (inside the container).
+    pub addresses: Vec<String>,
+}
+
+/// One container, as it is now.
+#[derive(Debug, Clone, Serialize)]
+pub struct ContainerStatus {
+    /// Host name.
+    pub host: String,
+    /// Role label.
+    pub role: String,
+    /// Docker state (`running`, `exited`…).
+    pub state: String,
+    /// Management address.
+    pub management: String,
+    /// Interfaces, in name order.
+    pub interfaces: Vec<InterfaceStatus>,
+    /// Image.
+    pub image: String,
+}
+
+/// Every container of the lab `cluster`, in layout order, with its live interfaces.
+///
+/// # Errors
+/// Docker errors.
+pub fn status(docker: &Docker, cluster: &str) -> Result<Vec<ContainerStatus>, LabError> {
+    docker.ping()?;
+    let management_network = super::layout::management_network(cluster);
+    let mut found = Vec::new();
+    for name in docker.containers_labelled(LABEL, cluster)? {
+        let Some(info) = docker.container(&name)? else { continue };
+        let (by_mac, addresses) = if info.state.running {
+            let addresses = docker.exec(&name, &["ip", "-o", "-4", "address", "show"], None)?;
+            (interfaces_by_mac(docker, &name)?, parse_ip_address(&addresses))
+        } else {
+            (BTreeMap::new(), BTreeMap::new())
+        };
+        let mut interfaces: Vec<InterfaceStatus> = info
+            .network_settings
+            .networks
+            .iter()
+            .map(|(network, endpoint)| {
+                let interface = by_mac.get(&endpoint.mac_address.to_ascii_lowercase()).cloned();
+                InterfaceStatus {
+                    addresses: interface.as_ref().and_then(|i| addresses.get(i).cloned()).unwrap_or_default(),
+                    name: interface.unwrap_or_else(|| "?".to_owned()),
+                    network: network.clone(),
+                    mac: endpoint.mac_address.clone(),
+                }
+            })
+            .collect();
+        interfaces.sort_by_key(|a| natural_key(&a.name));
+        let management = info
+            .network_settings
+            .networks
+            .get(&management_network)
+            .map(super::docker::Endpoint::address)
+            .unwrap_or_default();
+        found.push((
+            info.label(&format!("{LABEL}.order")).unwrap_or_default().to_owned(),
+            ContainerStatus {
+                host: info.label(&format!("{LABEL}.host")).unwrap_or(info.short_name()).to_owned(),
+                role: info.label(&format!("{LABEL}.role")).unwrap_or_default().to_owned(),
+                state: info.state.status.clone(),
+                management,
+                interfaces,
+                image: info.config.image.clone(),
+            },
+        ));
+    }
+    found.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.host.cmp(&b.1.host)));
+    Ok(found.into_iter().map(|(_, status)| status).collect())
+}
+
+/// `eth10` after `eth2`.
+fn natural_key(name: &str) -> (String, u64) {
+    let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let (stem, number) = name.split_at(name.len() - digits);
+    (stem.to_owned(), number.parse().unwrap_or(0))
+}
+
+/// The `docker exec` command for `command` in the container of `host`; `-t` only when
+/// `terminal` (stdin is one). The caller runs it with inherited stdio.
+///
+/// # Errors
+/// [`LabError::Conflict`] when the container does not exist or is not running.
+pub fn exec(
+    docker: &Docker,
+    cluster: &str,
+    host: &str,
+    command: &[String],
+    terminal: bool,
+) -> Result<Command, LabError> {
+    let name = super::layout::container_name(cluster, host);
+    match docker.container(&name)? {
+        Some(info) if info.state.running && info.label(LABEL) == Some(cluster) => {}
+        Some(info) if info.label(LABEL) == Some(cluster) => {
+            return Err(LabError::Conflict(format!("`{host}` is {}: `toolkit lab up` starts it", info.state.status)));
+        }
+        _ => {
+            return Err(LabError::Conflict(format!(
+                "lab `{cluster}` has no container `{host}`: `toolkit lab status` lists them"
+            )));
+        }
+    }
+    let mut args = vec!["exec".to_owned(), "--interactive".to_owned()];
+    if terminal {
+        args.push("--tty".to_owned());
+    }
+    args.push(name);
+    args.extend(command.iter().cloned());
+    Ok(docker.command(&args))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ip_link_maps_mac_to_name() {
+        let text = "1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536 qdisc noqueue state UNKNOWN mode DEFAULT group default qlen 1000\\    link/loopback 00:00:00:00:00:00 brd 00:00:00:00:00:00\n\
+                    9: eth0@if10: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 9216 qdisc noqueue state UP mode DEFAULT group default \\    link/ether 02:42:0A:63:00:0b brd ff:ff:ff:ff:ff:ff link-netnsid 0\n";
+        let found = parse_ip_link(text);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found.get("02:42:0a:63:00:0b").map(String::as_str), Some("eth0"));
+    }
+
+    #[test]
+    fn ip_address_lists_ipv4_per_interface() {
+        let text = "1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever preferred_lft forever\n\
+                    12: eth2    inet 10.10.0.11/24 brd 10.10.0.255 scope global eth2\\       valid_lft forever\n";
+        let found = parse_ip_address(text);
+        assert_eq!(found.get("eth2"), Some(&vec!["10.10.0.11/24".to_owned()]));
+        assert_eq!(found.len(), 2);
+    }
+
+    #[test]
+    fn authorized_keys_archive_is_a_valid_tar() {
+        let archive = authorized_keys_tar("ssh-ed25519 AAAA test\n");
+        assert_eq!(archive.len() % 512, 0);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("keys.tar");
+        std::fs::write(&path, &archive).expect("write");
+        let listing = Command::new("tar").arg("-tvf").arg(&path).output().expect("tar runs");
+        let listing = String::from_utf8_lossy(&listing.stdout);
+        assert!(listing.contains("drwx------ root/root"), "{listing}");
+        assert!(listing.contains("-rw------- root/root") && listing.contains(".ssh/authorized_keys"), "{listing}");
+        let extracted = dir.path().join("out");
+        std::fs::create_dir(&extracted).expect("mkdir");
+        let status = Command::new("tar").arg("-xf").arg(&path).arg("-C").arg(&extracted).status().expect("tar runs");
+        assert!(status.success());
+        let text = std::fs::read_to_string(extracted.join(".ssh/authorized_keys")).expect("extracted");
+        assert_eq!(text, "ssh-ed25519 AAAA test\n");
+    }
+
+    #[test]
+    fn interface_names_sort_naturally() {
+        let mut names = vec!["eth10", "eth2", "eth0", "rail1"];
+        names.sort_by_key(|n| natural_key(n));
+        assert_eq!(names, ["eth0", "eth2", "eth10", "rail1"]);
+    }
+}
