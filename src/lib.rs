@@ -25,7 +25,9 @@ pub mod plan;
 pub mod render;
 pub mod resource;
 pub mod source;
+pub mod report;
 pub mod topology;
+pub mod validate;
 pub mod yaml;
 
 pub use cli::run;

@@ -5,3 +5,7 @@ mod lint;
 mod plan;
 mod render_network;
 mod render_slurm;
+mod parse;
+mod report;
+mod redfish;
+mod cloud;

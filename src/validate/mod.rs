@@ -1,0 +1,8 @@
+//! Validate: acceptance tests with thresholds, run on the cluster, parsed into results.
+//!
+//! Stage: validate. Input: `validators/*.yaml` + the model. Output: results with
+//! numbers and verdicts. `parsers` read tool outputs (nccl-tests, DCGM, fio…);
+//! `results` is the data the report renders.
+
+pub mod parsers;
+pub mod results;

@@ -1,0 +1,1 @@
+//! Parsers of acceptance-tool outputs (filled by the parsers work).

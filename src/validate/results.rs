@@ -1,0 +1,1 @@
+//! Acceptance results: the data the report renders (filled by the report work).
