@@ -28,6 +28,7 @@ pub mod source;
 pub mod report;
 pub mod topology;
 pub mod validate;
+pub mod transport;
 pub mod yaml;
 
 pub use cli::run;

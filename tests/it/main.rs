@@ -9,3 +9,4 @@ mod parse;
 mod report;
 mod redfish;
 mod cloud;
+mod ssh;

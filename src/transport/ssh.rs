@@ -1,0 +1,653 @@
+//! SSH transport over russh: one connection per host, one channel per command.
+//!
+//! Stage: observe and apply. Input: an [`SshTarget`] (address, user, key, known_hosts,
+//! optional bastion) and [`SshOptions`]. Output: an [`SshSession`] that implements
+//! [`Executor`], or a [`TransportError`] that says which host failed and why.
+//!
+//! Host keys are checked against the target's known_hosts file before anything is
+//! sent; an unknown key is refused unless `accept_new_host_keys`, a changed key is
+//! refused always. The key exchange is the dominant cost of a fan-out, so
+//! `curve25519-sha256` (about ten times cheaper than the post-quantum hybrids) is
+//! offered first. [`SshPool`] connects hosts on demand, at most once each, and
+//! shares bastion connections between the hosts behind them.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use russh::client::{self, Handle};
+use russh::keys::agent::AgentIdentity;
+use russh::keys::agent::client::AgentClient;
+use russh::keys::{HashAlg, PrivateKeyWithHashAlg, PublicKeyOrCertificate};
+use russh::{ChannelMsg, Disconnect, Preferred, kex};
+use tokio::sync::OnceCell;
+
+use super::known_hosts::{self, HostKeyStatus, KnownHosts, fingerprint};
+use super::{Executor, ExitStatus, Output, TransportError, quote, summarize};
+
+/// Where and how to log in to one host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SshTarget {
+    /// Target name (`node01`), used in messages and as the pool key.
+    pub host: String,
+    /// DNS name or IP address to dial; also the name looked up in known_hosts.
+    pub address: String,
+    /// TCP port.
+    pub port: u16,
+    /// Remote user.
+    pub user: String,
+    /// Private key file (ed25519, ECDSA or RSA, without passphrase); `None` uses the
+    /// ssh-agent.
+    pub identity_file: Option<PathBuf>,
+    /// The known_hosts file to check (and, with accept-new, extend).
+    pub known_hosts: PathBuf,
+    /// A bastion to reach this host through (`ProxyJump`).
+    pub proxy_jump: Option<Box<SshTarget>>,
+    /// Run every command as root through `sudo -n --`.
+    pub become_root: bool,
+}
+
+impl SshTarget {
+    /// `address:port`, for messages.
+    #[must_use]
+    pub fn endpoint(&self) -> String {
+        if self.address.contains(':') {
+            format!("[{}]:{}", self.address, self.port)
+        } else {
+            format!("{}:{}", self.address, self.port)
+        }
+    }
+
+    /// The names this host's key may be recorded under, as OpenSSH looks them up:
+    /// the address dialled, then the target name when it differs.
+    #[must_use]
+    pub fn known_host_names(&self) -> Vec<String> {
+        let mut names = vec![known_hosts::host_name(&self.address, self.port)];
+        let by_name = known_hosts::host_name(&self.host, self.port);
+        if !names.contains(&by_name) {
+            names.push(by_name);
+        }
+        names
+    }
+
+    /// The argv actually run for `argv`: prefixed with `sudo -n --` when becoming
+    /// root (`-n`: fail instead of prompting for a password nobody can type).
+    #[must_use]
+    pub fn wrap_argv(&self, argv: &[String]) -> Vec<String> {
+        if self.become_root {
+            ["sudo", "-n", "--"].iter().map(|word| (*word).to_owned()).chain(argv.iter().cloned()).collect()
+        } else {
+            argv.to_vec()
+        }
+    }
+
+    /// Pool key of a connection: two targets with equal keys share it.
+    fn connection_key(&self) -> String {
+        format!("{}@{}", self.user, self.endpoint())
+    }
+}
+
+/// Limits and policies shared by all connections of a run.
+#[derive(Debug, Clone)]
+pub struct SshOptions {
+    /// TCP connect + key exchange + authentication.
+    pub connect_timeout: Duration,
+    /// One command, from channel open to exit.
+    pub command_timeout: Duration,
+    /// Send a keepalive after this long without traffic.
+    pub keepalive_interval: Duration,
+    /// Close the connection after this many unanswered keepalives.
+    pub keepalive_max: usize,
+    /// Record unknown host keys instead of refusing them (OpenSSH `accept-new`).
+    pub accept_new_host_keys: bool,
+    /// ssh-agent socket used when a target has no identity file.
+    pub agent_socket: Option<PathBuf>,
+}
+
+impl Default for SshOptions {
+    /// 10 s to connect, 10 min per command, keepalive every 15 s, strict host keys,
+    /// the agent from `SSH_AUTH_SOCK`.
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(10),
+            command_timeout: Duration::from_mins(10),
+            keepalive_interval: Duration::from_secs(15),
+            keepalive_max: 3,
+            accept_new_host_keys: false,
+            agent_socket: std::env::var_os("SSH_AUTH_SOCK").filter(|value| !value.is_empty()).map(PathBuf::from),
+        }
+    }
+}
+
+/// One authenticated SSH connection to one host.
+pub struct SshSession {
+    target: SshTarget,
+    handle: Handle<HostKeyVerifier>,
+    command_timeout: Duration,
+    /// Keeps the bastion connection (which carries this one) alive.
+    _bastion: Option<Arc<SshSession>>,
+}
+
+impl std::fmt::Debug for SshSession {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("SshSession").field("target", &self.target).finish_non_exhaustive()
+    }
+}
+
+impl SshSession {
+    /// Connects to `target`, through its bastion chain if it has one (each bastion
+    /// connected here; use [`SshPool`] to share bastions).
+    ///
+    /// # Errors
+    /// Connection, host key and authentication failures, each naming the host.
+    pub async fn connect(target: &SshTarget, options: &SshOptions) -> Result<Self, TransportError> {
+        match &target.proxy_jump {
+            None => Self::connect_direct(target, options).await,
+            Some(bastion_target) => {
+                let bastion = Box::pin(Self::connect(bastion_target, options))
+                    .await
+                    .map_err(|source| proxy_error(target, bastion_target, source))?;
+                Self::connect_via(target, options, Arc::new(bastion)).await
+            }
+        }
+    }
+
+    /// Connects to `target` over a `direct-tcpip` channel of an existing session to
+    /// its bastion.
+    ///
+    /// # Errors
+    /// When the bastion cannot open the channel, or as [`SshSession::connect`].
+    pub async fn connect_via(
+        target: &SshTarget,
+        options: &SshOptions,
+        bastion: Arc<SshSession>,
+    ) -> Result<Self, TransportError> {
+        let attempt = async {
+            let channel = bastion
+                .handle
+                .channel_open_direct_tcpip(target.address.clone(), u32::from(target.port), "127.0.0.1", 0)
+                .await
+                .map_err(|source| {
+                    proxy_error(
+                        target,
+                        &bastion.target,
+                        TransportError::Protocol { host: bastion.target.host.clone(), source },
+                    )
+                })?;
+            handshake(target, options, channel.into_stream()).await
+        };
+        let handle = with_connect_timeout(target, options, attempt).await?;
+        Ok(Self { target: target.clone(), handle, command_timeout: options.command_timeout, _bastion: Some(bastion) })
+    }
+
+    async fn connect_direct(target: &SshTarget, options: &SshOptions) -> Result<Self, TransportError> {
+        let attempt = async {
+            let socket =
+                tokio::net::TcpStream::connect((target.address.as_str(), target.port)).await.map_err(|source| {
+                    TransportError::Connect { host: target.host.clone(), address: target.endpoint(), source }
+                })?;
+            // Small request/response packets: Nagle would add a delay to each.
+            let _ = socket.set_nodelay(true);
+            handshake(target, options, socket).await
+        };
+        let handle = with_connect_timeout(target, options, attempt).await?;
+        Ok(Self { target: target.clone(), handle, command_timeout: options.command_timeout, _bastion: None })
+    }
+
+    /// The target this session is connected to.
+    #[must_use]
+    pub fn target(&self) -> &SshTarget {
+        &self.target
+    }
+
+    /// Says goodbye to the server; the connection closes when the last reference
+    /// is dropped anyway.
+    pub async fn close(&self) {
+        let _ = self.handle.disconnect(Disconnect::ByApplication, "", "en").await;
+    }
+
+    async fn run(&self, argv: &[String], input: Option<&[u8]>) -> Result<Output, TransportError> {
+        let argv = self.target.wrap_argv(argv);
+        let line = quote::command_line(&argv)?;
+        let protocol = |source| TransportError::Protocol { host: self.target.host.clone(), source };
+        let channel = self.handle.channel_open_session().await.map_err(protocol)?;
+        let (mut reader, writer) = channel.split();
+        writer.exec(true, line.into_bytes()).await.map_err(protocol)?;
+        let send = async {
+            if let Some(input) = input {
+                writer.data_bytes(input.to_vec()).await?;
+            }
+            writer.eof().await
+        };
+        let receive = async {
+            let mut output = Output { status: ExitStatus::Unknown, stdout: Vec::new(), stderr: Vec::new() };
+            let mut refused = false;
+            while let Some(message) = reader.wait().await {
+                match message {
+                    ChannelMsg::Data { data } => output.stdout.extend_from_slice(&data),
+                    ChannelMsg::ExtendedData { data, ext: 1 } => output.stderr.extend_from_slice(&data),
+                    ChannelMsg::ExitStatus { exit_status } => output.status = ExitStatus::Code(exit_status),
+                    ChannelMsg::ExitSignal { signal_name, .. } => {
+                        output.status = ExitStatus::Signal(format!("{signal_name:?}"));
+                    }
+                    ChannelMsg::Failure => {
+                        refused = true;
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            (output, refused)
+        };
+        let finished = tokio::time::timeout(self.command_timeout, async { tokio::join!(send, receive) }).await;
+        let Ok((send_result, (output, refused))) = finished else {
+            // Closing the channel closes the command's pipes on the server.
+            let _ = writer.close().await;
+            return Err(TransportError::CommandTimeout {
+                host: self.target.host.clone(),
+                command: summarize(&argv),
+                seconds: self.command_timeout.as_secs(),
+            });
+        };
+        if refused {
+            let _ = writer.close().await;
+            return Err(TransportError::CommandFailed {
+                host: self.target.host.clone(),
+                command: summarize(&argv),
+                status: ExitStatus::Unknown,
+                stderr: "the server refused to run the command".to_owned(),
+            });
+        }
+        match (send_result, &output.status) {
+            // A command may exit without reading all of its input; its status says
+            // what happened.
+            (Err(_), ExitStatus::Code(code)) if *code != 0 => Ok(output),
+            (Err(source), _) => Err(protocol(source)),
+            (Ok(()), _) => Ok(output),
+        }
+    }
+}
+
+impl Executor for SshSession {
+    fn host(&self) -> &str {
+        &self.target.host
+    }
+
+    async fn exec(&self, argv: &[String]) -> Result<Output, TransportError> {
+        self.run(argv, None).await
+    }
+
+    async fn exec_with_input(&self, argv: &[String], input: &[u8]) -> Result<Output, TransportError> {
+        self.run(argv, Some(input)).await
+    }
+}
+
+fn proxy_error(target: &SshTarget, bastion: &SshTarget, source: TransportError) -> TransportError {
+    shared_proxy_error(target, bastion, Arc::new(source))
+}
+
+fn shared_proxy_error(target: &SshTarget, bastion: &SshTarget, source: Arc<TransportError>) -> TransportError {
+    TransportError::ProxyJump { host: target.host.clone(), bastion: bastion.host.clone(), source }
+}
+
+async fn with_connect_timeout<T>(
+    target: &SshTarget,
+    options: &SshOptions,
+    attempt: impl Future<Output = Result<T, TransportError>>,
+) -> Result<T, TransportError> {
+    tokio::time::timeout(options.connect_timeout, attempt).await.unwrap_or_else(|_| {
+        Err(TransportError::ConnectTimeout {
+            host: target.host.clone(),
+            address: target.endpoint(),
+            seconds: options.connect_timeout.as_secs(),
+        })
+    })
+}
+
+/// Key exchange, host key check and authentication over an open byte stream.
+async fn handshake<S>(
+    target: &SshTarget,
+    options: &SshOptions,
+    stream: S,
+) -> Result<Handle<HostKeyVerifier>, TransportError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let known = KnownHosts::load(&target.known_hosts)?;
+    let names = target.known_host_names();
+    let config = client_config(options, &known.keys_for(&names));
+    let verifier = HostKeyVerifier {
+        host: target.host.clone(),
+        names,
+        known_hosts: target.known_hosts.clone(),
+        known,
+        accept_new: options.accept_new_host_keys,
+    };
+    let mut handle = client::connect_stream(Arc::new(config), stream, verifier).await.map_err(|error| match error {
+        VerifierError::HostKey(error) => *error,
+        VerifierError::Ssh(source) => TransportError::Protocol { host: target.host.clone(), source },
+    })?;
+    authenticate(&mut handle, target, options).await?;
+    Ok(handle)
+}
+
+fn client_config(options: &SshOptions, recorded: &[(usize, russh::keys::PublicKey)]) -> client::Config {
+    let default = Preferred::default();
+    // Ask first for the host key types already recorded, as OpenSSH does, so a host
+    // with both an RSA and an ed25519 key is checked against the one we know.
+    let is_recorded = |algorithm: &russh::keys::Algorithm| {
+        recorded.iter().any(|(_, key)| {
+            let known = key.algorithm();
+            known == *algorithm || (known.is_rsa() && matches!(algorithm, russh::keys::Algorithm::Rsa { .. }))
+        })
+    };
+    let (mut keys, others): (Vec<_>, Vec<_>) =
+        default.key.iter().cloned().partition(|algorithm| is_recorded(algorithm));
+    keys.extend(others);
+    client::Config {
+        preferred: Preferred {
+            kex: Cow::Borrowed(&[
+                kex::CURVE25519,
+                kex::CURVE25519_PRE_RFC_8731,
+                kex::MLKEM768X25519_SHA256,
+                kex::DH_G16_SHA512,
+                kex::DH_G14_SHA256,
+                kex::EXTENSION_SUPPORT_AS_CLIENT,
+                kex::EXTENSION_OPENSSH_STRICT_KEX_AS_CLIENT,
+            ]),
+            key: Cow::Owned(keys),
+            ..default
+        },
+        keepalive_interval: Some(options.keepalive_interval),
+        keepalive_max: options.keepalive_max,
+        nodelay: true,
+        ..client::Config::default()
+    }
+}
+
+async fn authenticate(
+    handle: &mut Handle<HostKeyVerifier>,
+    target: &SshTarget,
+    options: &SshOptions,
+) -> Result<(), TransportError> {
+    let protocol = |source| TransportError::Protocol { host: target.host.clone(), source };
+    let denied = |identity: String| TransportError::AuthFailed {
+        host: target.host.clone(),
+        user: target.user.clone(),
+        identity,
+    };
+    if let Some(path) = &target.identity_file {
+        let key = russh::keys::load_secret_key(path, None).map_err(|error| TransportError::KeyFile {
+            path: path.clone(),
+            reason: match error {
+                russh::keys::Error::KeyIsEncrypted => {
+                    "it is encrypted; load it into ssh-agent and leave the identity file unset".to_owned()
+                }
+                other => other.to_string(),
+            },
+        })?;
+        let key_fingerprint = fingerprint(key.public_key());
+        let hash = rsa_hash(handle, key.algorithm().is_rsa()).await.map_err(protocol)?;
+        let result = handle
+            .authenticate_publickey(&target.user, PrivateKeyWithHashAlg::new(Arc::new(key), hash))
+            .await
+            .map_err(protocol)?;
+        return if result.success() {
+            Ok(())
+        } else {
+            Err(denied(format!("key `{}` ({key_fingerprint})", path.display())))
+        };
+    }
+    let Some(socket) = &options.agent_socket else {
+        return Err(TransportError::NoIdentity { host: target.host.clone() });
+    };
+    let agent_error = |reason: String| TransportError::Agent { socket: socket.clone(), reason };
+    let mut agent = AgentClient::connect_uds(socket).await.map_err(|error| agent_error(error.to_string()))?;
+    let identities = agent.request_identities().await.map_err(|error| agent_error(error.to_string()))?;
+    let mut offered = Vec::new();
+    for identity in identities {
+        let AgentIdentity::PublicKey { key, .. } = identity else {
+            continue;
+        };
+        offered.push(fingerprint(&key));
+        let hash = rsa_hash(handle, key.algorithm().is_rsa()).await.map_err(protocol)?;
+        let result = handle
+            .authenticate_publickey_with(&target.user, key, hash, &mut agent)
+            .await
+            .map_err(|error| agent_error(error.to_string()))?;
+        if result.success() {
+            return Ok(());
+        }
+    }
+    if offered.is_empty() {
+        Err(agent_error("the agent holds no keys".to_owned()))
+    } else {
+        Err(denied(format!("the ssh-agent keys {}", offered.join(", "))))
+    }
+}
+
+/// The RSA signature hash the server accepts (SHA-512 or SHA-256, never SHA-1 when
+/// the server says which it takes).
+async fn rsa_hash(handle: &Handle<HostKeyVerifier>, is_rsa: bool) -> Result<Option<HashAlg>, russh::Error> {
+    if !is_rsa {
+        return Ok(None);
+    }
+    Ok(handle.best_supported_rsa_hash().await?.unwrap_or(Some(HashAlg::Sha256)))
+}
+
+/// russh calls this with the server's key during the key exchange.
+struct HostKeyVerifier {
+    host: String,
+    names: Vec<String>,
+    known_hosts: PathBuf,
+    known: KnownHosts,
+    accept_new: bool,
+}
+
+#[derive(Debug)]
+enum VerifierError {
+    Ssh(russh::Error),
+    HostKey(Box<TransportError>),
+}
+
+impl From<russh::Error> for VerifierError {
+    fn from(error: russh::Error) -> Self {
+        Self::Ssh(error)
+    }
+}
+
+impl client::Handler for HostKeyVerifier {
+    type Error = VerifierError;
+
+    async fn check_server_key(&mut self, presented: &PublicKeyOrCertificate) -> Result<bool, Self::Error> {
+        let PublicKeyOrCertificate::PublicKey { key, .. } = presented else {
+            // No certificate algorithm is offered, so a server cannot send one.
+            return Ok(false);
+        };
+        let refuse = |error: TransportError| Err(VerifierError::HostKey(Box::new(error)));
+        match self.known.check(&self.names, key) {
+            HostKeyStatus::Known => Ok(true),
+            HostKeyStatus::Unknown if self.accept_new => {
+                known_hosts::append(&self.known_hosts, &self.names[0], key)
+                    .map_err(|error| VerifierError::HostKey(Box::new(error)))?;
+                tracing::info!(host = %self.host, fingerprint = %fingerprint(key), "recorded new host key");
+                Ok(true)
+            }
+            HostKeyStatus::Unknown => refuse(TransportError::UnknownHostKey {
+                host: self.host.clone(),
+                fingerprint: fingerprint(key),
+                known_hosts: self.known_hosts.clone(),
+            }),
+            HostKeyStatus::Changed { expected } => {
+                let (line, expected_key) = &expected[0];
+                refuse(TransportError::ChangedHostKey {
+                    host: self.host.clone(),
+                    expected_fingerprint: fingerprint(expected_key),
+                    presented_fingerprint: fingerprint(key),
+                    known_hosts: self.known_hosts.clone(),
+                    line: *line,
+                })
+            }
+            HostKeyStatus::Revoked { line } => refuse(TransportError::RevokedHostKey {
+                host: self.host.clone(),
+                fingerprint: fingerprint(key),
+                known_hosts: self.known_hosts.clone(),
+                line,
+            }),
+        }
+    }
+}
+
+type SharedResult = Result<Arc<SshSession>, Arc<TransportError>>;
+
+/// Connections of one run, made on first use and kept: one per host, one per
+/// bastion however many hosts sit behind it.
+pub struct SshPool {
+    targets: HashMap<String, SshTarget>,
+    options: SshOptions,
+    connections: Mutex<HashMap<String, Arc<OnceCell<SharedResult>>>>,
+}
+
+impl SshPool {
+    /// A pool for `targets`, keyed by [`SshTarget::host`].
+    pub fn new(targets: impl IntoIterator<Item = SshTarget>, options: SshOptions) -> Self {
+        Self {
+            targets: targets.into_iter().map(|target| (target.host.clone(), target)).collect(),
+            options,
+            connections: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The options connections are made with.
+    #[must_use]
+    pub fn options(&self) -> &SshOptions {
+        &self.options
+    }
+
+    /// The session to `host`, connecting on first use. A failure is remembered:
+    /// a host that refused once is not dialled again in the same run.
+    ///
+    /// # Errors
+    /// [`TransportError::UnknownTarget`] for a name not in the pool, else the
+    /// connection error.
+    pub async fn session(&self, host: &str) -> SharedResult {
+        let Some(target) = self.targets.get(host) else {
+            return Err(Arc::new(TransportError::UnknownTarget { host: host.to_owned() }));
+        };
+        self.session_for(target).await
+    }
+
+    /// Connects every target, at most `parallel` at a time; the result is in no
+    /// particular order.
+    pub async fn connect_all(&self, parallel: usize) -> Vec<(String, SharedResult)> {
+        futures::stream::iter(self.targets.keys())
+            .map(|host| async move { (host.clone(), self.session(host).await) })
+            .buffer_unordered(parallel.max(1))
+            .collect()
+            .await
+    }
+
+    /// Disconnects every session made so far.
+    pub async fn close_all(&self) {
+        let cells: Vec<_> = self.lock().values().cloned().collect();
+        for cell in cells {
+            if let Some(Ok(session)) = cell.get() {
+                session.close().await;
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<OnceCell<SharedResult>>>> {
+        self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    async fn session_for(&self, target: &SshTarget) -> SharedResult {
+        let key = match &target.proxy_jump {
+            None => target.connection_key(),
+            Some(bastion) => format!("{} via {}", target.connection_key(), bastion.connection_key()),
+        };
+        let cell = Arc::clone(self.lock().entry(key).or_default());
+        cell.get_or_init(|| async {
+            let session = match &target.proxy_jump {
+                None => SshSession::connect_direct(target, &self.options).await,
+                Some(bastion_target) => match Box::pin(self.session_for(bastion_target)).await {
+                    Ok(bastion) => SshSession::connect_via(target, &self.options, bastion).await,
+                    Err(error) => Err(shared_proxy_error(target, bastion_target, error)),
+                },
+            };
+            match session {
+                Ok(session) => {
+                    tracing::debug!(host = %target.host, "connected");
+                    Ok(Arc::new(session))
+                }
+                Err(error) => {
+                    tracing::warn!(host = %target.host, %error, "connection failed");
+                    Err(Arc::new(error))
+                }
+            }
+        })
+        .await
+        .clone()
+    }
+}
+
+impl super::Connector for SshPool {
+    type Executor = SshSession;
+
+    async fn connect(&self, host: &str) -> Result<Arc<SshSession>, Arc<TransportError>> {
+        self.session(host).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target() -> SshTarget {
+        SshTarget {
+            host: "node01".to_owned(),
+            address: "10.0.0.1".to_owned(),
+            port: 22,
+            user: "root".to_owned(),
+            identity_file: None,
+            known_hosts: PathBuf::from("/nonexistent"),
+            proxy_jump: None,
+            become_root: false,
+        }
+    }
+
+    #[test]
+    fn become_root_prefixes_sudo_and_keeps_every_word() {
+        let argv: Vec<String> = ["printf", "%s", "a'b $(x)"].iter().map(|word| (*word).to_owned()).collect();
+        assert_eq!(target().wrap_argv(&argv), argv);
+        let root = SshTarget { become_root: true, ..target() };
+        let wrapped = root.wrap_argv(&argv);
+        assert_eq!(wrapped, ["sudo", "-n", "--", "printf", "%s", "a'b $(x)"]);
+        assert_eq!(quote::command_line(&wrapped).expect("line"), r"sudo -n -- printf %s 'a'\''b $(x)'");
+    }
+
+    #[test]
+    fn known_host_names_follow_openssh() {
+        assert_eq!(target().known_host_names(), ["10.0.0.1", "node01"]);
+        let other_port = SshTarget { port: 2222, host: "10.0.0.1".to_owned(), ..target() };
+        assert_eq!(other_port.known_host_names(), ["[10.0.0.1]:2222"]);
+        let v6 = SshTarget { address: "fd00::1".to_owned(), ..target() };
+        assert_eq!(v6.endpoint(), "[fd00::1]:22");
+    }
+
+    #[test]
+    fn curve25519_is_offered_first_and_known_key_types_lead() {
+        let rsa = russh::keys::PublicKey::from_openssh(
+            "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAAAgQC0648NOqZz3OMmHWpoFQsYtdr4CK0jThNMMvbDxzOWqkyp75xCzBLk3JqqmUQ4Qpun6cVmIOs1sl4v0v0k6arsFVgLcWD3VlpESwcsvos52ZLnHHdLEiDZQS7gWJyyIcop5R7FjB5ojf/dCCwNqoFo6Z1rLwi3Xvnt9BYHvFFrnw==",
+        )
+        .expect("key");
+        let config = client_config(&SshOptions::default(), &[(1, rsa)]);
+        assert_eq!(config.preferred.kex[0], kex::CURVE25519);
+        assert!(config.preferred.key[0].clone().is_rsa(), "{:?}", config.preferred.key);
+        let config = client_config(&SshOptions::default(), &[]);
+        assert_eq!(config.preferred.key[0], russh::keys::Algorithm::Ed25519);
+    }
+}
