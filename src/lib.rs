@@ -13,10 +13,12 @@
 //!
 //! Everything above is pure and offline; `cli` wires the stages to commands.
 
+pub mod apply;
 pub mod blueprint;
 pub mod cli;
 pub mod compile;
 pub mod diagnostic;
+pub mod facts;
 pub mod graph;
 pub mod inventory;
 pub mod lab;
