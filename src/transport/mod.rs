@@ -11,6 +11,7 @@
 pub mod known_hosts;
 pub mod quote;
 pub mod ssh;
+pub mod targets;
 pub mod write;
 
 use std::fmt;

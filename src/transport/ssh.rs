@@ -86,7 +86,14 @@ impl SshTarget {
 
     /// Pool key of a connection: two targets with equal keys share it.
     fn connection_key(&self) -> String {
-        format!("{}@{}", self.user, self.endpoint())
+        let identity =
+            self.identity_file.as_deref().map_or_else(|| "agent".to_owned(), |path| path.display().to_string());
+        let key =
+            format!("{}@{} identity={identity} known_hosts={}", self.user, self.endpoint(), self.known_hosts.display());
+        match &self.proxy_jump {
+            None => key,
+            Some(bastion) => format!("{key} via {}", bastion.connection_key()),
+        }
     }
 }
 
@@ -122,13 +129,71 @@ impl Default for SshOptions {
     }
 }
 
-/// One authenticated SSH connection to one host.
+/// One authenticated SSH connection; shared by every [`SshSession`] to the same
+/// endpoint, user and key.
+struct Link {
+    handle: Handle<HostKeyVerifier>,
+    /// Keeps the bastion connection (which carries this one) alive.
+    _bastion: Option<Arc<Link>>,
+}
+
+impl Link {
+    async fn connect(target: &SshTarget, options: &SshOptions) -> Result<Self, TransportError> {
+        match &target.proxy_jump {
+            None => Self::connect_direct(target, options).await,
+            Some(bastion_target) => {
+                let bastion = Box::pin(Self::connect(bastion_target, options))
+                    .await
+                    .map_err(|source| proxy_error(target, bastion_target, source))?;
+                Self::connect_via(target, options, Arc::new(bastion), bastion_target).await
+            }
+        }
+    }
+
+    async fn connect_direct(target: &SshTarget, options: &SshOptions) -> Result<Self, TransportError> {
+        let attempt = async {
+            let socket =
+                tokio::net::TcpStream::connect((target.address.as_str(), target.port)).await.map_err(|source| {
+                    TransportError::Connect { host: target.host.clone(), address: target.endpoint(), source }
+                })?;
+            // Small request/response packets: Nagle would add a delay to each.
+            let _ = socket.set_nodelay(true);
+            handshake(target, options, socket).await
+        };
+        let handle = with_connect_timeout(target, options, attempt).await?;
+        Ok(Self { handle, _bastion: None })
+    }
+
+    async fn connect_via(
+        target: &SshTarget,
+        options: &SshOptions,
+        bastion: Arc<Link>,
+        bastion_target: &SshTarget,
+    ) -> Result<Self, TransportError> {
+        let attempt = async {
+            let channel = bastion
+                .handle
+                .channel_open_direct_tcpip(target.address.clone(), u32::from(target.port), "127.0.0.1", 0)
+                .await
+                .map_err(|source| {
+                    proxy_error(
+                        target,
+                        bastion_target,
+                        TransportError::Protocol { host: bastion_target.host.clone(), source },
+                    )
+                })?;
+            handshake(target, options, channel.into_stream()).await
+        };
+        let handle = with_connect_timeout(target, options, attempt).await?;
+        Ok(Self { handle, _bastion: Some(bastion) })
+    }
+}
+
+/// Commands on one host, over a (possibly shared) SSH connection.
 pub struct SshSession {
     target: SshTarget,
-    handle: Handle<HostKeyVerifier>,
+    link: Arc<Link>,
     command_timeout: Duration,
-    /// Keeps the bastion connection (which carries this one) alive.
-    _bastion: Option<Arc<SshSession>>,
 }
 
 impl std::fmt::Debug for SshSession {
@@ -144,57 +209,22 @@ impl SshSession {
     /// # Errors
     /// Connection, host key and authentication failures, each naming the host.
     pub async fn connect(target: &SshTarget, options: &SshOptions) -> Result<Self, TransportError> {
-        match &target.proxy_jump {
-            None => Self::connect_direct(target, options).await,
-            Some(bastion_target) => {
-                let bastion = Box::pin(Self::connect(bastion_target, options))
-                    .await
-                    .map_err(|source| proxy_error(target, bastion_target, source))?;
-                Self::connect_via(target, options, Arc::new(bastion)).await
-            }
-        }
+        let link = Link::connect(target, options).await?;
+        Ok(Self { target: target.clone(), link: Arc::new(link), command_timeout: options.command_timeout })
     }
 
-    /// Connects to `target` over a `direct-tcpip` channel of an existing session to
-    /// its bastion.
+    /// Connects to `target` over a `direct-tcpip` channel of `bastion`'s connection,
+    /// whatever `target.proxy_jump` says.
     ///
     /// # Errors
     /// When the bastion cannot open the channel, or as [`SshSession::connect`].
     pub async fn connect_via(
         target: &SshTarget,
         options: &SshOptions,
-        bastion: Arc<SshSession>,
+        bastion: &SshSession,
     ) -> Result<Self, TransportError> {
-        let attempt = async {
-            let channel = bastion
-                .handle
-                .channel_open_direct_tcpip(target.address.clone(), u32::from(target.port), "127.0.0.1", 0)
-                .await
-                .map_err(|source| {
-                    proxy_error(
-                        target,
-                        &bastion.target,
-                        TransportError::Protocol { host: bastion.target.host.clone(), source },
-                    )
-                })?;
-            handshake(target, options, channel.into_stream()).await
-        };
-        let handle = with_connect_timeout(target, options, attempt).await?;
-        Ok(Self { target: target.clone(), handle, command_timeout: options.command_timeout, _bastion: Some(bastion) })
-    }
-
-    async fn connect_direct(target: &SshTarget, options: &SshOptions) -> Result<Self, TransportError> {
-        let attempt = async {
-            let socket =
-                tokio::net::TcpStream::connect((target.address.as_str(), target.port)).await.map_err(|source| {
-                    TransportError::Connect { host: target.host.clone(), address: target.endpoint(), source }
-                })?;
-            // Small request/response packets: Nagle would add a delay to each.
-            let _ = socket.set_nodelay(true);
-            handshake(target, options, socket).await
-        };
-        let handle = with_connect_timeout(target, options, attempt).await?;
-        Ok(Self { target: target.clone(), handle, command_timeout: options.command_timeout, _bastion: None })
+        let link = Link::connect_via(target, options, Arc::clone(&bastion.link), &bastion.target).await?;
+        Ok(Self { target: target.clone(), link: Arc::new(link), command_timeout: options.command_timeout })
     }
 
     /// The target this session is connected to.
@@ -206,14 +236,14 @@ impl SshSession {
     /// Says goodbye to the server; the connection closes when the last reference
     /// is dropped anyway.
     pub async fn close(&self) {
-        let _ = self.handle.disconnect(Disconnect::ByApplication, "", "en").await;
+        let _ = self.link.handle.disconnect(Disconnect::ByApplication, "", "en").await;
     }
 
     async fn run(&self, argv: &[String], input: Option<&[u8]>) -> Result<Output, TransportError> {
         let argv = self.target.wrap_argv(argv);
         let line = quote::command_line(&argv)?;
         let protocol = |source| TransportError::Protocol { host: self.target.host.clone(), source };
-        let channel = self.handle.channel_open_session().await.map_err(protocol)?;
+        let channel = self.link.handle.channel_open_session().await.map_err(protocol)?;
         let (mut reader, writer) = channel.split();
         writer.exec(true, line.into_bytes()).await.map_err(protocol)?;
         let send = async {
@@ -502,13 +532,14 @@ impl client::Handler for HostKeyVerifier {
 }
 
 type SharedResult = Result<Arc<SshSession>, Arc<TransportError>>;
+type SharedLink = Result<Arc<Link>, Arc<TransportError>>;
 
-/// Connections of one run, made on first use and kept: one per host, one per
-/// bastion however many hosts sit behind it.
+/// Connections of one run, made on first use and kept: one per endpoint, user and
+/// key — so one per bastion however many hosts sit behind it.
 pub struct SshPool {
     targets: HashMap<String, SshTarget>,
     options: SshOptions,
-    connections: Mutex<HashMap<String, Arc<OnceCell<SharedResult>>>>,
+    links: Mutex<HashMap<String, Arc<OnceCell<SharedLink>>>>,
 }
 
 impl SshPool {
@@ -517,7 +548,7 @@ impl SshPool {
         Self {
             targets: targets.into_iter().map(|target| (target.host.clone(), target)).collect(),
             options,
-            connections: Mutex::new(HashMap::new()),
+            links: Mutex::new(HashMap::new()),
         }
     }
 
@@ -537,7 +568,8 @@ impl SshPool {
         let Some(target) = self.targets.get(host) else {
             return Err(Arc::new(TransportError::UnknownTarget { host: host.to_owned() }));
         };
-        self.session_for(target).await
+        let link = self.link(target).await?;
+        Ok(Arc::new(SshSession { target: target.clone(), link, command_timeout: self.options.command_timeout }))
     }
 
     /// Connects every target, at most `parallel` at a time; the result is in no
@@ -550,38 +582,34 @@ impl SshPool {
             .await
     }
 
-    /// Disconnects every session made so far.
+    /// Disconnects every connection made so far.
     pub async fn close_all(&self) {
         let cells: Vec<_> = self.lock().values().cloned().collect();
         for cell in cells {
-            if let Some(Ok(session)) = cell.get() {
-                session.close().await;
+            if let Some(Ok(link)) = cell.get() {
+                let _ = link.handle.disconnect(Disconnect::ByApplication, "", "en").await;
             }
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<OnceCell<SharedResult>>>> {
-        self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<OnceCell<SharedLink>>>> {
+        self.links.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    async fn session_for(&self, target: &SshTarget) -> SharedResult {
-        let key = match &target.proxy_jump {
-            None => target.connection_key(),
-            Some(bastion) => format!("{} via {}", target.connection_key(), bastion.connection_key()),
-        };
-        let cell = Arc::clone(self.lock().entry(key).or_default());
+    async fn link(&self, target: &SshTarget) -> SharedLink {
+        let cell = Arc::clone(self.lock().entry(target.connection_key()).or_default());
         cell.get_or_init(|| async {
-            let session = match &target.proxy_jump {
-                None => SshSession::connect_direct(target, &self.options).await,
-                Some(bastion_target) => match Box::pin(self.session_for(bastion_target)).await {
-                    Ok(bastion) => SshSession::connect_via(target, &self.options, bastion).await,
+            let link = match &target.proxy_jump {
+                None => Link::connect_direct(target, &self.options).await,
+                Some(bastion_target) => match Box::pin(self.link(bastion_target)).await {
+                    Ok(bastion) => Link::connect_via(target, &self.options, bastion, bastion_target).await,
                     Err(error) => Err(shared_proxy_error(target, bastion_target, error)),
                 },
             };
-            match session {
-                Ok(session) => {
+            match link {
+                Ok(link) => {
                     tracing::debug!(host = %target.host, "connected");
-                    Ok(Arc::new(session))
+                    Ok(Arc::new(link))
                 }
                 Err(error) => {
                     tracing::warn!(host = %target.host, %error, "connection failed");

@@ -350,8 +350,9 @@ async fn proxy_jump_through_a_shared_bastion() {
     let Some(hosts) = Hosts::up(5, 3) else { return };
     let bastion = Box::new(hosts.target(1));
     let behind = |k: usize| SshTarget { proxy_jump: Some(bastion.clone()), ..hosts.target(k) };
-    let pool = SshPool::new([behind(2), behind(3)], options());
-    for k in [2, 3] {
+    // host1 is a target of its own too: it shares the bastion's connection.
+    let pool = SshPool::new([hosts.target(1), behind(2), behind(3)], options());
+    for k in [1, 2, 3] {
         let session = pool.session(&format!("host{k}")).await.expect("via bastion");
         let output = session
             .exec(&[String::from("sh"), String::from("-c"), String::from("printf %s \"$SSHHOSTS_HOST\"")])
@@ -359,8 +360,9 @@ async fn proxy_jump_through_a_shared_bastion() {
             .expect("exec");
         assert_eq!(output.stdout_text(), format!("host{k}"));
     }
-    // One connection to the bastion carries both hosts.
+    // One connection to the bastion carries all three.
     assert_eq!(hosts.connections(1), 1);
+    assert_eq!(pool.session("host2").await.expect("cached").target().host, "host2");
     // The sessions ride on the bastion: when it goes down, so do they.
     hosts.kill(1);
     let session = pool.session("host2").await.expect("cached session");
