@@ -27,7 +27,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Notify, Semaphore};
 
 use super::ops::{self, Step};
 use super::{ApplyOptions, ApplyReport, Outcome, ResourceOutcome, SkipReason};
@@ -72,6 +72,7 @@ pub async fn apply<C: Connector, S: std::hash::BuildHasher>(
     // among ready resources — and the input order is the one users wrote.
     let mut hosts: Vec<(&str, Vec<usize>)> = Vec::new();
     let mut host_slot: HashMap<&str, usize> = HashMap::new();
+    let mut host_of = Vec::with_capacity(count);
     for index in 0..count {
         let host = graph.resources[index].target.name.as_str();
         let slot = *host_slot.entry(host).or_insert_with(|| {
@@ -79,10 +80,19 @@ pub async fn apply<C: Connector, S: std::hash::BuildHasher>(
             hosts.len() - 1
         });
         hosts[slot].1.push(index);
+        host_of.push(slot);
+    }
+    // Who to wake when a resource settles: the hosts of what waits for it.
+    let mut wakes: Vec<Vec<usize>> = vec![Vec::new(); count];
+    for (index, waited) in waits.iter().enumerate() {
+        for &dependency in waited {
+            if !wakes[dependency].contains(&host_of[index]) {
+                wakes[dependency].push(host_of[index]);
+            }
+        }
     }
     let hosts_with_work =
         hosts.iter().filter(|(_, resources)| resources.iter().any(|index| changes.contains(index))).count();
-    let (progress, _) = watch::channel(0_u64);
     let run = Run {
         graph,
         changes: (0..count).map(|index| changes.contains(&index)).collect(),
@@ -91,11 +101,15 @@ pub async fn apply<C: Connector, S: std::hash::BuildHasher>(
         connector,
         options,
         semaphore: Semaphore::new(options.parallel.max(1)),
-        progress,
+        wakers: hosts.iter().map(|_| Notify::new()).collect(),
+        wakes,
         hosts_with_work,
         state: Mutex::new(State { outcomes: vec![None; count], failed_hosts: HashSet::new(), aborted: false }),
     };
-    futures::future::join_all(hosts.into_iter().map(|(host, pending)| run.host(host, pending))).await;
+    futures::future::join_all(
+        hosts.into_iter().enumerate().map(|(slot, (host, pending))| run.host(slot, host, pending)),
+    )
+    .await;
     let state = run.state.into_inner().unwrap_or_else(PoisonError::into_inner);
     let mut outcomes = Vec::with_capacity(count);
     for &index in &graph.order {
@@ -133,8 +147,11 @@ struct Run<'a, C: Connector> {
     connector: &'a C,
     options: &'a ApplyOptions,
     semaphore: Semaphore,
-    /// Bumped whenever an outcome is recorded, to wake hosts waiting on others.
-    progress: watch::Sender<u64>,
+    /// Per host: notified when something one of its resources waits for settles
+    /// (a stored permit means no wake-up is lost between a scan and the wait).
+    wakers: Vec<Notify>,
+    /// Per resource: the hosts to wake when it settles.
+    wakes: Vec<Vec<usize>>,
     hosts_with_work: usize,
     state: Mutex<State>,
 }
@@ -155,14 +172,12 @@ impl<C: Connector> Run<'_, C> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    async fn host(&self, host: &str, mut pending: Vec<usize>) {
-        let mut wakeups = self.progress.subscribe();
+    async fn host(&self, slot: usize, host: &str, mut pending: Vec<usize>) {
         let mut executor: Option<Result<Arc<C::Executor>, String>> = None;
         // A host has started once its first step began; only hosts that have not
         // are held back when too many have failed.
         let mut started = false;
         while !pending.is_empty() {
-            wakeups.borrow_and_update();
             if self.options.cancel.is_cancelled() {
                 self.skip_all(&pending, &SkipReason::Cancelled);
                 return;
@@ -170,7 +185,7 @@ impl<C: Connector> Run<'_, C> {
             let Some((index, work)) = self.next_ready(&mut pending) else {
                 if !pending.is_empty() {
                     tokio::select! {
-                        _ = wakeups.changed() => {}
+                        () = self.wakers[slot].notified() => {}
                         () = self.options.cancel.cancelled() => {}
                     }
                 }
@@ -348,7 +363,9 @@ impl<C: Connector> Run<'_, C> {
             }
             state.outcomes[index] = Some((outcome, elapsed));
         }
-        self.progress.send_modify(|generation| *generation += 1);
+        for &slot in &self.wakes[index] {
+            self.wakers[slot].notify_one();
+        }
     }
 
     fn skip_all(&self, pending: &[usize], reason: &SkipReason) {
@@ -742,5 +759,56 @@ mod tests {
             json,
             r#"{"outcomes":[{"id":"n:file:/x","target":"n","outcome":"skipped","reason":"upstream","id":"h:file:/y","elapsed_ms":0}],"cancelled":false,"aborted":false}"#
         );
+    }
+}
+/// Many hosts waiting on one resource of another host: every host wakes once per
+/// settled dependency of its own, not once per outcome anywhere.
+#[cfg(test)]
+mod scale {
+    use std::collections::HashSet;
+
+    use super::*;
+    use crate::apply::fake::{FakeConnector, Script, fresh_debian};
+    use crate::graph;
+    use crate::resource::{Content, Resource, ResourceId, Target, TargetKind};
+
+    #[tokio::test]
+    async fn thousands_of_hosts_behind_one_head_resource() {
+        let file = |host: &str, path: &str, after: Option<&str>| {
+            Resource::new(
+                Target { name: host.to_owned(), kind: TargetKind::Node },
+                path,
+                Desired::File {
+                    path: path.to_owned(),
+                    content: Content::new(String::from("x")),
+                    mode: 0o644,
+                    owner: "root".to_owned(),
+                    group: "root".to_owned(),
+                    secret: false,
+                    check: None,
+                },
+            )
+            .after(after.map(|id| ResourceId(id.to_owned())))
+        };
+        let mut resources = vec![file("head", "/etc/key", None)];
+        for n in 0..2000 {
+            let host = format!("node{n:04}");
+            for k in 0..5 {
+                resources.push(file(&host, &format!("/etc/f{k}"), (k == 4).then_some("head:file:/etc/key")));
+            }
+        }
+        let graph = graph::build(resources).expect("graph");
+        let everything: HashSet<usize> = (0..graph.resources.len()).collect();
+        let connector = FakeConnector::new(Script::new(fresh_debian));
+        let report = apply(&graph, &everything, &connector, &ApplyOptions::default()).await;
+        assert!(report.is_success());
+        assert_eq!(report.counts().changed, 10_001);
+        let calls = connector.script.calls();
+        let key = calls.iter().position(|call| call.host() == "head").expect("head written");
+        let first_dependent = calls
+            .iter()
+            .position(|call| matches!(call, crate::apply::fake::Call::Write { path, .. } if path == "/etc/f4"))
+            .expect("dependents written");
+        assert!(key < first_dependent);
     }
 }
