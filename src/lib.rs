@@ -25,12 +25,12 @@ pub mod lab;
 pub mod model;
 pub mod plan;
 pub mod render;
+pub mod report;
 pub mod resource;
 pub mod source;
-pub mod report;
 pub mod topology;
-pub mod validate;
 pub mod transport;
+pub mod validate;
 pub mod yaml;
 
 pub use cli::run;
