@@ -88,9 +88,15 @@ pub struct Host {
     /// Bastion name from `bastions`.
     #[serde(default)]
     pub proxy_jump: Option<String>,
-    /// Rail NIC MAC addresses by rail, for interface matching.
+    /// Rail NIC MAC addresses by rail. Deploy names each NIC after its rail
+    /// (`rail0`…) by this MAC, where the OS has not named it so already.
     #[serde(default)]
     pub rail_macs: BTreeMap<u32, String>,
+    /// No GPUs here (a lab or CI container): deploy creates the character devices
+    /// `/dev/nvidia0…` (major 195) that Slurm's `gres.conf` names, so slurmd starts.
+    /// Never set it on a machine with NVIDIA GPUs.
+    #[serde(default)]
+    pub fake_gpu_devices: bool,
 }
 
 /// Switch operating system flavour: decides which config is rendered.
@@ -123,6 +129,13 @@ pub struct Switch {
     /// defaults to `swp<n>`.
     #[serde(default)]
     pub port_prefix: Option<String>,
+    /// MAC address of each port by the name toolkit gives it (`swp26`, and `hosts`
+    /// for a leaf's interface toward its nodes). On a switch whose OS names ports
+    /// otherwise (a Linux box running FRR, the lab's containers), deploy renames the
+    /// interface with that MAC to that name before FRR starts. Cumulus and SONiC name
+    /// their ports themselves: leave it empty there.
+    #[serde(default)]
+    pub port_macs: BTreeMap<String, String>,
 }
 
 /// A BMC reachable over Redfish.

@@ -20,10 +20,9 @@ use ipnet::Ipv4Net;
 use serde::Serialize;
 
 use super::docker::ContainerInfo;
-use super::layout::{Container, LABEL, Layout, NetworkKind, free_link_subnet};
+use super::layout::{Container, LABEL, Layout, NetworkKind};
 use super::{Docker, LabError, image, keys};
 use crate::inventory::Inventory;
-use crate::topology::addressing;
 
 /// How long a started container may take until sshd answers.
 const READY_TIMEOUT: Duration = Duration::from_mins(3);
@@ -98,8 +97,8 @@ pub fn up(docker: &Docker, layout: &Layout, paths: &Paths, progress: &dyn Fn(&st
     let image = image::ensure(docker, &recipe, progress)?;
     let public_key = keys::ensure_key(&paths.identity, &format!("toolkit-lab-{}", layout.cluster))?;
     let cgroup = docker.cgroup_version()?;
-    let (subnets, networks_created) = ensure_networks(docker, layout, progress)?;
-    let prepared = Prepared { image, cgroup, subnets, public_key };
+    let networks_created = ensure_networks(docker, layout, progress)?;
+    let prepared = Prepared { image, cgroup, public_key };
 
     let mut outcomes = Vec::with_capacity(layout.containers.len());
     for (order, container) in layout.containers.iter().enumerate() {
@@ -127,7 +126,7 @@ pub fn up(docker: &Docker, layout: &Layout, paths: &Paths, progress: &dyn Fn(&st
                     Outcome::Kept
                 } else {
                     docker.output(&["start", &container.name])?;
-                    strip_fabric_addresses(docker, layout, container, progress)?;
+                    after_start(docker, layout, container, progress)?;
                     Outcome::Started
                 }
             }
@@ -159,7 +158,6 @@ pub fn up(docker: &Docker, layout: &Layout, paths: &Paths, progress: &dyn Fn(&st
 struct Prepared {
     image: String,
     cgroup: String,
-    subnets: Vec<Ipv4Net>,
     public_key: String,
 }
 
@@ -172,18 +170,18 @@ fn create(
     prepared: &Prepared,
     progress: &dyn Fn(&str),
 ) -> Result<(), LabError> {
-    let Prepared { image, cgroup, subnets, public_key } = prepared;
-    docker.output(&create_args(layout, container, order, image, cgroup, subnets))?;
+    let Prepared { image, cgroup, public_key } = prepared;
+    docker.output(&create_args(layout, container, order, image, cgroup))?;
     // Every network is connected before the first start, so the first start already
     // names interfaces in the order every later start will (see the layout's module doc).
     for attachment in container.attachments.iter().filter(|a| layout.networks[a.network].is_fabric()) {
         let network = &layout.networks[attachment.network];
-        let address = attachment.address.resolve(subnets[attachment.network]).to_string();
+        let address = attachment.address.to_string();
         docker.output(&["network", "connect", "--ip", &address, &network.name, &container.name])?;
     }
     copy_authorized_key(docker, &container.name, public_key)?;
     docker.output(&["start", &container.name])?;
-    strip_fabric_addresses(docker, layout, container, progress)
+    after_start(docker, layout, container, progress)
 }
 
 /// A kept container must be on exactly the networks the layout plans.
@@ -203,17 +201,12 @@ fn check_networks(info: &ContainerInfo, layout: &Layout, container: &Container) 
     )))
 }
 
-/// Creates the networks that do not exist; returns every network's subnet (by layout index).
-fn ensure_networks(
-    docker: &Docker,
-    layout: &Layout,
-    progress: &dyn Fn(&str),
-) -> Result<(Vec<Ipv4Net>, Vec<String>), LabError> {
+/// Creates the networks that do not exist; returns the names of those it created.
+fn ensure_networks(docker: &Docker, layout: &Layout, progress: &dyn Fn(&str)) -> Result<Vec<String>, LabError> {
     let existing = docker.networks()?;
     let by_name: BTreeMap<&str, &super::docker::NetworkInfo> = existing.iter().map(|n| (n.name.as_str(), n)).collect();
     let mut used: Vec<(String, Ipv4Net)> =
         existing.iter().flat_map(|n| n.subnets().into_iter().map(|s| (n.name.clone(), s))).collect();
-    let mut subnets = Vec::with_capacity(layout.networks.len());
     let mut created = Vec::new();
     for network in &layout.networks {
         if let Some(found) = by_name.get(network.name.as_str()) {
@@ -223,29 +216,19 @@ fn ensure_networks(
                     network.name, layout.cluster
                 )));
             }
-            let actual = found.subnets().first().copied();
-            match (network.subnet, actual) {
-                (Some(planned), Some(actual)) if planned != actual => {
+            match found.subnets().first() {
+                Some(actual) if *actual != network.subnet => {
                     return Err(LabError::Conflict(format!(
-                        "network `{}` has subnet {actual}, the blueprint now plans {planned}: `toolkit lab down` first",
-                        network.name
+                        "network `{}` has subnet {actual}, the blueprint now plans {}: `toolkit lab down` first",
+                        network.name, network.subnet
                     )));
                 }
-                (_, Some(actual)) => subnets.push(actual),
-                (_, None) => {
-                    return Err(LabError::Conflict(format!("network `{}` has no IPv4 subnet", network.name)));
-                }
+                Some(_) => {}
+                None => return Err(LabError::Conflict(format!("network `{}` has no IPv4 subnet", network.name))),
             }
             continue;
         }
-        let subnet = if let Some(subnet) = network.subnet {
-            subnet
-        } else {
-            let taken: Vec<Ipv4Net> = used.iter().map(|(_, s)| *s).collect();
-            free_link_subnet(&taken).ok_or_else(|| {
-                LabError::Conflict(format!("no free /29 left in {} for cable networks", super::layout::LINK_POOL))
-            })?
-        };
+        let subnet = network.subnet;
         if let Some((owner, theirs)) = used.iter().find(|(_, s)| s.contains(&subnet) || subnet.contains(s)) {
             return Err(LabError::Conflict(format!(
                 "network `{}` needs {subnet}, which Docker network `{owner}` ({theirs}) overlaps: \
@@ -253,7 +236,7 @@ fn ensure_networks(
                 network.name
             )));
         }
-        let gateway = network.gateway.unwrap_or_else(|| addressing::nth_host(subnet, 0));
+        let gateway = network.gateway;
         let kind = match network.kind {
             NetworkKind::Management => "management",
             NetworkKind::Rail { .. } => "rail",
@@ -285,9 +268,8 @@ fn ensure_networks(
         progress(&format!("lab: network {} ({subnet}) created", network.name));
         used.push((network.name.clone(), subnet));
         created.push(network.name.clone());
-        subnets.push(subnet);
     }
-    Ok((subnets, created))
+    Ok(created)
 }
 
 /// `docker create` arguments for a container, attached to management only (the
@@ -299,7 +281,6 @@ pub fn create_args(
     order: usize,
     image: &str,
     cgroup_version: &str,
-    subnets: &[Ipv4Net],
 ) -> Vec<String> {
     let management = container.attachments.iter().find(|a| !layout.networks[a.network].is_fabric());
     let mut args: Vec<String> = vec![
@@ -346,7 +327,7 @@ pub fn create_args(
     if let Some(management) = management {
         let network = &layout.networks[management.network];
         args.push(format!("--network={}", network.name));
-        args.push(format!("--ip={}", management.address.resolve(subnets[management.network])));
+        args.push(format!("--ip={}", management.address));
     }
     args.push(image.to_owned());
     args.push("/sbin/init".to_owned());
@@ -444,6 +425,34 @@ pub fn parse_ip_address(text: &str) -> BTreeMap<String, Vec<String>> {
         }
     }
     found
+}
+
+/// Makes a container just started look like a freshly installed machine: no
+/// addresses on its rail and cable interfaces, and a plain `/etc/hosts` file.
+fn after_start(
+    docker: &Docker,
+    layout: &Layout,
+    container: &Container,
+    progress: &dyn Fn(&str),
+) -> Result<(), LabError> {
+    strip_fabric_addresses(docker, layout, container, progress)?;
+    own_etc_hosts(docker, container)
+}
+
+/// Docker bind-mounts its own `/etc/hosts` into every container, and a bind mount
+/// cannot be replaced by rename — which is how deploy writes every file (temp file,
+/// then `mv`), failing with "Device or resource busy". So the mount goes, and the
+/// file under it is what a Debian installer leaves, unless deploy already wrote one
+/// there (a container started again: Docker mounted its file over deploy's).
+fn own_etc_hosts(docker: &Docker, container: &Container) -> Result<(), LabError> {
+    let pristine = format!(
+        "127.0.0.1\tlocalhost\n{}\t{}\n\n::1\tlocalhost ip6-localhost ip6-loopback\nff02::1\tip6-allnodes\nff02::2\tip6-allrouters\n",
+        container.management, container.host
+    );
+    let script = "if mountpoint -q /etc/hosts; then umount /etc/hosts; fi; \
+                  if ! test -s /etc/hosts; then cat > /etc/hosts; fi";
+    docker.exec(&container.name, &["sh", "-c", script], Some(&pristine))?;
+    Ok(())
 }
 
 /// Removes Docker's IPv4 addresses from the rail and cable interfaces of a container
@@ -560,10 +569,22 @@ pub fn down(docker: &Docker, cluster: &str) -> Result<DownReport, LabError> {
         docker.output(&args)?;
     }
     let networks = docker.networks_labelled(LABEL, cluster)?;
-    if !networks.is_empty() {
+    let mut left = networks.clone();
+    let mut attempt = 0;
+    while !left.is_empty() {
         let mut args = vec!["network", "rm"];
-        args.extend(networks.iter().map(String::as_str));
-        docker.output(&args)?;
+        args.extend(left.iter().map(String::as_str));
+        match docker.output(&args) {
+            Ok(_) => break,
+            // Right after `rm --force` the engine may still be releasing a container's
+            // endpoints ("has active endpoints"): give it a few seconds.
+            Err(error) if attempt < 10 && error.to_string().contains("active endpoints") => {
+                attempt += 1;
+                std::thread::sleep(Duration::from_millis(500));
+                left = docker.networks_labelled(LABEL, cluster)?;
+            }
+            Err(error) => return Err(error.into()),
+        }
     }
     Ok(DownReport { containers, networks })
 }

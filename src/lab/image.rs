@@ -346,6 +346,33 @@ mod tests {
         assert!(recipe.prepare.contains("rm -f /etc/ssh/ssh_host_*"), "host keys must not be baked in");
     }
 
+    /// The lab's management network has no way out, so deploy can install nothing:
+    /// every package the lab blueprint's resources name must be in the image.
+    #[test]
+    fn every_package_the_lab_blueprint_needs_is_in_the_image() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let blueprint = crate::blueprint::load(&root.join("blueprints/lab.yaml")).expect("loads");
+        let inventory = crate::inventory::load(&root.join("inventories/lab.yaml")).expect("loads");
+        let renderer = crate::render::Renderer::embedded().expect("templates");
+        let compiled = crate::compile::compile(&blueprint, Some(&inventory), &renderer).expect("compiles");
+        let recipe = Recipe::standard();
+        let mut needed: Vec<&str> = compiled
+            .graph
+            .resources
+            .iter()
+            .filter_map(|resource| match &resource.desired {
+                crate::resource::Desired::Package { name } => Some(name.as_str()),
+                _ => None,
+            })
+            .collect();
+        needed.sort_unstable();
+        needed.dedup();
+        assert!(needed.contains(&"frr-pythontools"), "{needed:?}");
+        for package in needed {
+            assert!(recipe.packages.iter().any(|p| p == package), "`{package}` is not in lab/packages.txt");
+        }
+    }
+
     #[test]
     fn hash_changes_with_every_input() {
         let base = Recipe {

@@ -12,6 +12,12 @@
 //! a zero-padded ordinal so that order is meaningful: a node's rails in rail order, a
 //! leaf's host network then its uplinks by port, a spine's links by port; management is
 //! internal, so it is always the last interface.
+//!
+//! MAC addresses. Docker Engine 20.10 derives an interface's MAC from its IPv4 address
+//! (`02:42` + the four bytes) and cannot be told another one on a second network. Every
+//! address here is therefore fixed by the plan — cable networks too, whose subnets are
+//! the top /29s of the blueprint's rail pool — so every MAC is known before `up`, and
+//! the inventory can list them for deploy to name interfaces by ([`Layout::macs`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Write as _};
@@ -22,6 +28,7 @@ use serde::Serialize;
 
 use crate::inventory::Inventory;
 use crate::model::Model;
+use crate::topology::ports::HOST_INTERFACE;
 use crate::topology::{SwitchRole, addressing};
 
 use super::LabError;
@@ -29,10 +36,9 @@ use super::LabError;
 /// Label put on every container and network a lab creates; its value is the cluster name.
 pub const LABEL: &str = "toolkit.lab";
 
-/// Where switch-to-switch cable networks take their (never configured) Docker subnets.
-pub const LINK_POOL: &str = "172.31.0.0/16";
-
-/// Prefix length of one cable network: Docker's gateway plus the two ends.
+/// Prefix length of one cable network: Docker's gateway plus the two ends. Cable
+/// networks take the top /29s of the rail pool: addresses no rail uses, distinct
+/// between labs whose rail networks can coexist, and never configured (`up` removes them).
 pub const LINK_PREFIX: u8 = 29;
 
 /// More containers than this is not a lab for one machine.
@@ -84,12 +90,11 @@ pub struct Network {
     pub name: String,
     /// What it stands for.
     pub kind: NetworkKind,
-    /// Docker's IPAM subnet; `None` for cables, whose subnet `lab up` picks from
-    /// [`LINK_POOL`] avoiding every subnet Docker already uses.
-    pub subnet: Option<Ipv4Net>,
+    /// Docker's IPAM subnet.
+    pub subnet: Ipv4Net,
     /// Docker's gateway. On management it is the host's address on the bridge (how SSH
     /// from the host gets in); on fabric networks it is reserved but never configured.
-    pub gateway: Option<Ipv4Addr>,
+    pub gateway: Ipv4Addr,
     /// `--internal`: nothing is forwarded between it and the outside world.
     pub internal: bool,
     /// MTU of the veth pairs: the switch MTU on the fabric, so deploy can set jumbo frames.
@@ -129,38 +134,21 @@ impl fmt::Display for Role {
     }
 }
 
-/// The address a container gets on a network.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Address {
-    /// A fixed address (management, rails: the model's plan).
-    Fixed(Ipv4Addr),
-    /// Usable host `n` of the cable's subnet, once `lab up` has picked it.
-    NthHost(u32),
-}
-
-impl Address {
-    /// The address within `subnet`.
-    #[must_use]
-    pub fn resolve(self, subnet: Ipv4Net) -> Ipv4Addr {
-        match self {
-            Self::Fixed(address) => address,
-            Self::NthHost(n) => addressing::nth_host(subnet, n),
-        }
-    }
-}
-
 /// One interface of a container: a network attachment.
 #[derive(Debug, Clone, Serialize)]
 pub struct Attachment {
     /// Index into [`Layout::networks`].
     pub network: usize,
     /// Docker's address for it (`--ip`); removed again on fabric networks.
-    pub address: Address,
+    pub address: Ipv4Addr,
     /// The interface name Docker gives it (`eth0`…).
     pub interface: String,
     /// What the interface is on the real machine: `rail0`, `swp26`, `mgmt`.
     pub port: String,
+    /// The name deploy gives the interface, as the inventory's `rail_macs` (nodes)
+    /// and `port_macs` (switches) key it: `rail0`, `hosts` (a leaf's down ports),
+    /// `swp26`. `None` for management, which keeps Docker's name.
+    pub netdev: Option<String>,
     /// The address deploy is expected to configure on it, with prefix (rails only).
     pub planned: Option<String>,
     /// Where the other end is, for people.
@@ -195,10 +183,7 @@ impl Layout {
             );
             for attachment in &container.attachments {
                 let network = &self.networks[attachment.network];
-                let docker = match attachment.address {
-                    Address::Fixed(address) => address.to_string(),
-                    Address::NthHost(n) => format!("host #{} of cable /{LINK_PREFIX}", n + 1),
-                };
+                let docker = attachment.address.to_string();
                 let planned = attachment.planned.as_deref().unwrap_or("-");
                 let _ = writeln!(
                     text,
@@ -208,19 +193,41 @@ impl Layout {
             }
         }
         for network in &self.networks {
-            let subnet =
-                network.subnet.map_or_else(|| format!("a free /{LINK_PREFIX} of {LINK_POOL}"), |s| s.to_string());
-            let gateway = network.gateway.map_or_else(|| "its first host".to_owned(), |g| g.to_string());
             let _ = writeln!(
                 text,
-                "network {} subnet {subnet} gateway {gateway}{} mtu {}",
+                "network {} subnet {} gateway {}{} mtu {}",
                 network.name,
+                network.subnet,
+                network.gateway,
                 if network.internal { " internal" } else { "" },
                 network.mtu
             );
         }
         text
     }
+
+    /// Every interface deploy names, as `(host, netdev, MAC)`, in container order:
+    /// what the inventory's `rail_macs` and `port_macs` must say for this lab.
+    #[must_use]
+    pub fn macs(&self) -> Vec<(&str, &str, String)> {
+        self.containers
+            .iter()
+            .flat_map(|container| {
+                container.attachments.iter().filter_map(move |attachment| {
+                    let netdev = attachment.netdev.as_deref()?;
+                    Some((container.host.as_str(), netdev, docker_mac(attachment.address)))
+                })
+            })
+            .collect()
+    }
+}
+
+/// The MAC Docker Engine gives an interface with IPv4 address `address`:
+/// `02:42:` and the address's four bytes in hex.
+#[must_use]
+pub fn docker_mac(address: Ipv4Addr) -> String {
+    let [a, b, c, d] = address.octets();
+    format!("02:42:{a:02x}:{b:02x}:{c:02x}:{d:02x}")
 }
 
 /// Docker name of a container.
@@ -282,14 +289,15 @@ pub fn plan(model: &Model, inventory: Option<&Inventory>) -> Result<Layout, LabE
         networks.push(Network {
             name: format!("tk-{cluster}-f{:0width$}-{}", networks.len(), leaf.name),
             kind: NetworkKind::Rail { leaf: leaf.name.clone(), rail },
-            subnet: Some(subnet),
-            gateway: Some(docker_gateway),
+            subnet,
+            gateway: docker_gateway,
             internal: false,
             mtu: fabric.switch_mtu,
         });
     }
+    let link_subnets = link_subnets(model, &networks)?;
     let mut link_network = Vec::with_capacity(fabric.links.len());
-    for link in &fabric.links {
+    for (link, &subnet) in fabric.links.iter().zip(&link_subnets) {
         let (Some(lower), Some(upper)) = (fabric.switches.get(link.lower), fabric.switches.get(link.upper)) else {
             continue;
         };
@@ -302,8 +310,8 @@ pub fn plan(model: &Model, inventory: Option<&Inventory>) -> Result<Layout, LabE
                 upper: upper.name.clone(),
                 upper_port: link.upper_port,
             },
-            subnet: None,
-            gateway: None,
+            subnet,
+            gateway: addressing::nth_host(subnet, 0),
             internal: false,
             mtu: fabric.switch_mtu,
         });
@@ -312,8 +320,8 @@ pub fn plan(model: &Model, inventory: Option<&Inventory>) -> Result<Layout, LabE
     networks.push(Network {
         name: management_network(&cluster),
         kind: NetworkKind::Management,
-        subnet: Some(management),
-        gateway: Some(addressing::nth_host(management, 0)),
+        subnet: management,
+        gateway: addressing::nth_host(management, 0),
         internal: true,
         mtu: 1500,
     });
@@ -326,9 +334,10 @@ pub fn plan(model: &Model, inventory: Option<&Inventory>) -> Result<Layout, LabE
             let leaf = fabric.switches.get(rail.leaf).map_or("?", |s| s.name.as_str());
             attachments.push(Attachment {
                 network,
-                address: Address::Fixed(rail.address),
+                address: rail.address,
                 interface: String::new(),
                 port: rail.netdev.clone(),
+                netdev: Some(rail.netdev.clone()),
                 planned: Some(format!("{}/{}", rail.address, rail.prefix_len)),
                 peer: format!("{leaf} {}", switch_port(inventory, leaf, rail.leaf_port)),
             });
@@ -342,8 +351,9 @@ pub fn plan(model: &Model, inventory: Option<&Inventory>) -> Result<Layout, LabE
         {
             attachments.push(Attachment {
                 network,
-                address: Address::Fixed(gateway),
+                address: gateway,
                 interface: String::new(),
+                netdev: Some(HOST_INTERFACE.to_owned()),
                 // One interface stands for all down ports: the Docker bridge is the
                 // switch's ASIC, the interface its SVI carrying the nodes' gateway.
                 port: format!("{prefix}1-{prefix}{}", switch.down_ports, prefix = port_prefix(inventory, &switch.name)),
@@ -360,11 +370,13 @@ pub fn plan(model: &Model, inventory: Option<&Inventory>) -> Result<Layout, LabE
                 continue;
             };
             let peer = fabric.switches.get(peer_index).map_or("?", |s| s.name.as_str());
+            let port = switch_port(inventory, &switch.name, own_port);
             attachments.push(Attachment {
                 network,
-                address: Address::NthHost(end),
+                address: addressing::nth_host(networks[network].subnet, end),
                 interface: String::new(),
-                port: switch_port(inventory, &switch.name, own_port),
+                netdev: Some(port.clone()),
+                port,
                 planned: None,
                 peer: format!("{peer} {}", switch_port(inventory, peer, peer_port)),
             });
@@ -380,15 +392,79 @@ pub fn plan(model: &Model, inventory: Option<&Inventory>) -> Result<Layout, LabE
         let address = management_addresses.get(&container.host).copied().unwrap_or(Ipv4Addr::UNSPECIFIED);
         container.attachments.push(Attachment {
             network: management_index,
-            address: Address::Fixed(address),
+            address,
             interface: String::new(),
             port: "mgmt".to_owned(),
+            netdev: None,
             planned: None,
             peer: "the host and every container".to_owned(),
         });
         order_like_docker(&mut container.attachments, &networks);
     }
-    Ok(Layout { cluster, networks, containers, warnings })
+    let mut layout = Layout { cluster, networks, containers, warnings };
+    if let Some(inventory) = inventory {
+        let macs = mac_warnings(model, inventory, &layout);
+        layout.warnings.extend(macs);
+    }
+    Ok(layout)
+}
+
+/// One /[`LINK_PREFIX`] per cable: the last ones of the rail pool, in cable order,
+/// clear of every rail network in `networks`.
+fn link_subnets(model: &Model, networks: &[Network]) -> Result<Vec<Ipv4Net>, LabError> {
+    let count = model.fabric.links.len();
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    let pool = crate::model::network::rail_pool(model).ok_or_else(|| {
+        LabError::Layout(format!(
+            "rail pool `{}` is not an IPv4 CIDR block",
+            model.blueprint.fabric.compute.addressing.rail_pool
+        ))
+    })?;
+    let blocks = pool.subnets(LINK_PREFIX).map_or(0, Iterator::count);
+    let subnets: Vec<Ipv4Net> =
+        pool.subnets(LINK_PREFIX).into_iter().flatten().skip(blocks.saturating_sub(count)).collect();
+    let clear = subnets.iter().all(|cable| {
+        networks.iter().all(|network| !network.subnet.contains(cable) && !cable.contains(&network.subnet))
+    });
+    if subnets.len() != count || !clear {
+        return Err(LabError::Layout(format!(
+            "rail pool {pool} has no room above its leaves' subnets for the lab's {count} cable networks \
+             (/{LINK_PREFIX} each): give the blueprint a larger `rail_pool`"
+        )));
+    }
+    Ok(subnets)
+}
+
+/// Where the inventory's interface MACs disagree with the lab's (deploy would then
+/// look for interfaces that are not there).
+fn mac_warnings(model: &Model, inventory: &Inventory, layout: &Layout) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for (host, netdev, mac) in layout.macs() {
+        let listed = if let Some(entry) = inventory.hosts.get(host) {
+            let rail = model
+                .nodes
+                .iter()
+                .find(|n| n.name == host)
+                .and_then(|node| node.rails.iter().find(|rail| rail.netdev == netdev).map(|rail| rail.rail));
+            rail.and_then(|rail| entry.rail_macs.get(&rail))
+        } else if let Some(entry) = inventory.switches.get(host) {
+            entry.port_macs.get(netdev)
+        } else {
+            continue;
+        };
+        match listed {
+            Some(listed) if listed.eq_ignore_ascii_case(&mac) => {}
+            Some(listed) => warnings.push(format!(
+                "the inventory gives `{host}` {netdev} MAC {listed}, the lab's is {mac}: deploy will not find it"
+            )),
+            None => warnings.push(format!(
+                "the inventory has no MAC for `{host}` {netdev} (the lab's is {mac}): deploy cannot name it"
+            )),
+        }
+    }
+    warnings
 }
 
 fn container(
@@ -508,15 +584,6 @@ fn digits(value: usize) -> usize {
     value.checked_ilog10().map_or(1, |d| d as usize + 1)
 }
 
-/// Picks a free /[`LINK_PREFIX`] in [`LINK_POOL`] that overlaps none of `used`.
-#[must_use]
-pub fn free_link_subnet(used: &[Ipv4Net]) -> Option<Ipv4Net> {
-    let pool: Ipv4Net = LINK_POOL.parse().ok()?;
-    pool.subnets(LINK_PREFIX)
-        .ok()?
-        .find(|candidate| !used.iter().any(|u| u.contains(candidate) || candidate.contains(u)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -567,18 +634,62 @@ mod tests {
     }
 
     #[test]
+    fn the_lab_inventory_lists_every_mac_the_lab_has() {
+        let layout = lab(true).expect("plans");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let inventory = crate::inventory::load(&root.join("inventories/lab.yaml")).expect("loads").inventory;
+        let macs = layout.macs();
+        // 4 nodes × 2 rails, 2 leaves × (hosts + uplink), the spine's 2 ports.
+        assert_eq!(macs.len(), 8 + 4 + 2, "{macs:?}");
+        for (host, netdev, mac) in macs {
+            let listed = match inventory.hosts.get(host) {
+                Some(entry) => entry.rail_macs.get(&netdev.trim_start_matches("rail").parse().expect("railN")),
+                None => inventory.switches[host].port_macs.get(netdev),
+            };
+            assert_eq!(listed, Some(&mac), "{host} {netdev}");
+        }
+        assert_eq!(docker_mac(Ipv4Addr::new(10, 200, 0, 2)), "02:42:0a:c8:00:02");
+    }
+
+    #[test]
+    fn a_wrong_or_missing_mac_in_the_inventory_is_a_warning() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let blueprint = crate::blueprint::load(&root.join("blueprints/lab.yaml")).expect("loads");
+        let model = crate::model::expand(&blueprint.blueprint).expect("expands");
+        let mut inventory = crate::inventory::load(&root.join("inventories/lab.yaml")).expect("loads").inventory;
+        inventory.hosts.get_mut("node02").expect("node02").rail_macs.insert(1, "02:42:0a:c8:00:99".to_owned());
+        inventory.switches.get_mut("spine0").expect("spine0").port_macs.remove("swp2");
+        let warnings = plan(&model, Some(&inventory)).expect("plans").warnings;
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].contains("`node02` rail1 MAC 02:42:0a:c8:00:99, the lab's is 02:42:0a:c8:00:23"));
+        assert!(warnings[1].contains("no MAC for `spine0` swp2"));
+    }
+
+    #[test]
+    fn cable_networks_take_the_top_of_the_rail_pool_or_refuse_a_full_one() {
+        let layout = lab(false).expect("plans");
+        let cables: Vec<String> = layout
+            .networks
+            .iter()
+            .filter(|n| matches!(n.kind, NetworkKind::Link { .. }))
+            .map(|n| n.subnet.to_string())
+            .collect();
+        assert_eq!(cables, ["10.200.255.240/29", "10.200.255.248/29"]);
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(root.join("blueprints/lab.yaml")).expect("reads");
+        // A /26 pool holds the two /27 leaf subnets and nothing more.
+        let full = text.replace("rail_pool: 10.200.0.0/16", "rail_pool: 10.200.0.0/26");
+        let blueprint = crate::blueprint::load::load_text(&root.join("lab.yaml"), full).expect("loads");
+        let model = crate::model::expand(&blueprint.blueprint).expect("expands");
+        let error = plan(&model, None).expect_err("no room for cables");
+        assert!(error.to_string().contains("no room above its leaves' subnets"), "{error}");
+    }
+
+    #[test]
     fn digits_pad_ordinals() {
         assert_eq!(digits(0), 1);
         assert_eq!(digits(9), 1);
         assert_eq!(digits(10), 2);
-    }
-
-    #[test]
-    fn free_link_subnet_skips_used_blocks() {
-        let used: Vec<Ipv4Net> = vec!["172.31.0.0/29".parse().expect("net"), "172.31.0.8/30".parse().expect("net")];
-        assert_eq!(free_link_subnet(&used).map(|n| n.to_string()).as_deref(), Some("172.31.0.16/29"));
-        let all: Vec<Ipv4Net> = vec!["172.16.0.0/12".parse().expect("net")];
-        assert_eq!(free_link_subnet(&all), None);
     }
 
     #[test]

@@ -899,10 +899,13 @@ mod tests {
 
     #[test]
     fn extra_replaces_existing_keys_and_appends_new_ones() {
-        let mut text = std::fs::read_to_string("blueprints/lab.yaml").expect("read");
-        text = text.replace(
-            "    preempt_mode: requeue\n",
-            "    preempt_mode: requeue\n    extra:\n      proctracktype: proctrack/linuxproc\n      SlurmdParameters: config_overrides\n",
+        let lab = std::fs::read_to_string("blueprints/lab.yaml").expect("read");
+        let start = lab.find("    extra:\n").expect("the lab blueprint has `extra`");
+        let end = lab.find("\n\ntenants:").expect("tenants follow the scheduler");
+        let text = format!(
+            "{}    extra:\n      proctracktype: proctrack/linuxproc\n      SlurmdParameters: config_overrides{}",
+            &lab[..start],
+            &lab[end..]
         );
         let config = slurm(&model_from(&text)).expect("ok").expect("slurm");
         assert_eq!(config.setting("ProctrackType"), Some("proctrack/linuxproc"));
@@ -920,8 +923,7 @@ mod tests {
         assert_eq!(slurm(&model_from(&suspend)), Err(SlurmError::SuspendKeepsGpus));
         let shard = lab.replace("gpu_sharing: { mode: none }", "gpu_sharing: { mode: shard }");
         assert_eq!(slurm(&model_from(&shard)), Err(SlurmError::ShardCountMissing));
-        let bad_extra =
-            lab.replace("    preempt_mode: requeue\n", "    preempt_mode: requeue\n    extra: { \"Bad Key\": x }\n");
+        let bad_extra = lab.replace("    extra:\n", "    extra:\n      \"Bad Key\": x\n");
         assert_eq!(slurm(&model_from(&bad_extra)), Err(SlurmError::BadExtra { key: "Bad Key".to_owned() }));
     }
 

@@ -1,11 +1,17 @@
-//! Host configuration: `/etc/hosts`, rail interfaces (netplan), mounts, packages and services of nodes.
+//! Host configuration: `/etc/hosts`, rail interfaces (netplan → systemd-networkd), mounts, packages and services of nodes.
 //!
 //! Stage: render. Input: the model and, when given, the inventory (real management
 //! addresses, rail NIC MACs, switch addresses). Output: resources appended to `out`.
 //!
 //! Scale: `/etc/hosts` is one [`Content`] shared by every node, sysctl and mount unit
-//! contents are rendered once per group or filesystem, and only the rail netplan is
-//! rendered per node — one small template call each.
+//! contents are rendered once per group or filesystem, and only the rail netplan (and
+//! the interface-naming script, when the inventory lists rail MACs) is rendered per
+//! node — one small template call each.
+//!
+//! Rails: interfaces are first named by MAC ([`super::links`]), then netplan's YAML is
+//! turned into systemd-networkd files with `netplan generate` and networkd reloads
+//! them. Not `netplan apply`: it also asks udev to rename and replug devices, which
+//! fails where udev does not run (containers) and is not needed once the names exist.
 //!
 //! Ordering: a node's rail netplan comes after its leaves' configuration (switches
 //! route before hosts address their rails), mounts after the NFS server's service.
@@ -19,6 +25,7 @@ use serde::Serialize;
 use crate::blueprint::schema::{FabricKind, FilesystemKind};
 use crate::inventory::Inventory;
 use crate::model::{Filesystem, Model, Node, network};
+use crate::render::links::{self, LinkName, LinkNamer};
 use crate::render::switch::{self, package};
 use crate::render::{RenderError, Renderer};
 use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target, TargetKind};
@@ -36,6 +43,8 @@ pub const TEMPLATES: &[(&str, &str)] = &[
 pub const HOSTS: &str = "/etc/hosts";
 /// Rail interfaces. Netplan refuses group/world-readable files, hence mode 0600.
 pub const RAILS_NETPLAN: &str = "/etc/netplan/60-toolkit-rails.yaml";
+/// The network daemon the rails' netplan is rendered for (netplan's default backend).
+pub const NETWORKD: &str = "systemd-networkd";
 /// ARP and reverse-path sysctls of rail interfaces.
 pub const RAILS_SYSCTL: &str = "/etc/sysctl.d/90-toolkit-rails.conf";
 /// NFS exports of a storage node.
@@ -116,7 +125,8 @@ pub fn render(
     out: &mut Vec<Resource>,
 ) -> Result<(), RenderError> {
     let hosts = Content::new(renderer.render("host/hosts.j2", hosts_context(model, inventory))?);
-    let rails = RailRenderer::new(model, inventory, renderer)?;
+    let namer = LinkNamer::new(renderer)?;
+    let rails = RailRenderer::new(model, inventory, renderer, &namer)?;
     let mounts = MountUnits::new(model, renderer)?;
     let exports = Exports::new(model, renderer)?;
     out.reserve(model.nodes.len() * 8);
@@ -208,6 +218,7 @@ struct SysctlContext<'a> {
 struct RailRenderer<'a> {
     inventory: Option<&'a Inventory>,
     renderer: &'a Renderer,
+    namer: &'a LinkNamer<'a>,
     pool: Option<Ipv4Net>,
     infiniband: bool,
     /// Per switch: the resources that make its config live.
@@ -217,7 +228,12 @@ struct RailRenderer<'a> {
 }
 
 impl<'a> RailRenderer<'a> {
-    fn new(model: &'a Model, inventory: Option<&'a Inventory>, renderer: &'a Renderer) -> Result<Self, RenderError> {
+    fn new(
+        model: &'a Model,
+        inventory: Option<&'a Inventory>,
+        renderer: &'a Renderer,
+        namer: &'a LinkNamer<'a>,
+    ) -> Result<Self, RenderError> {
         let any_rails = model.nodes.iter().any(|node| !node.rails.is_empty());
         let pool = network::rail_pool(model);
         if any_rails && pool.is_none() {
@@ -244,13 +260,23 @@ impl<'a> RailRenderer<'a> {
             })
             .collect::<Result<_, RenderError>>()?;
         let infiniband = model.fabric.kind == FabricKind::Infiniband;
-        Ok(Self { inventory, renderer, pool, infiniband, leaf_configs, sysctl })
+        Ok(Self { inventory, renderer, namer, pool, infiniband, leaf_configs, sysctl })
     }
 
     fn render(&self, node: &Node, target: &Target, out: &mut Vec<Resource>) -> Result<(), RenderError> {
         let (Some(pool), false) = (self.pool, node.rails.is_empty()) else {
             return Ok(());
         };
+        // Names reach file names, YAML keys and the naming script.
+        if let Some(rail) = node.rails.iter().find(|rail| !links::is_interface_name(&rail.netdev)) {
+            return Err(RenderError::Model {
+                what: format!("the rails of `{}`", node.name),
+                reason: format!(
+                    "`{}` is not an interface name: 1 to 15 letters, digits, `-`, `_` or `.` (see `rail_nics.netdev`)",
+                    rail.netdev
+                ),
+            });
+        }
         let macs = self.inventory.and_then(|inventory| inventory.hosts.get(&node.name)).map(|host| &host.rail_macs);
         let rails = node
             .rails
@@ -271,6 +297,17 @@ impl<'a> RailRenderer<'a> {
             "host/netplan-rails.yaml.j2",
             NetplanContext { hostname: &node.name, infiniband: self.infiniband, rails },
         )?);
+        let mut resources = Vec::with_capacity(9);
+        let links = match macs {
+            Some(macs) => node
+                .rails
+                .iter()
+                .filter_map(|rail| macs.get(&rail.rail).map(|mac| (rail, mac)))
+                .map(|(rail, mac)| LinkName::new(&format!("`hosts.{}.rail_macs`", node.name), mac, &rail.netdev))
+                .collect::<Result<Vec<_>, _>>()?,
+            None => Vec::new(),
+        };
+        let named = self.namer.render(target, &links, &mut resources)?;
         let netplan_package = package(target, "netplan.io");
         let mut after = vec![netplan_package.id.clone()];
         for rail in &node.rails {
@@ -281,15 +318,29 @@ impl<'a> RailRenderer<'a> {
             }
         }
         let netplan_file = file(target, RAILS_NETPLAN, netplan.clone(), 0o600).after(after);
+        // Running before the first reload: networkd then picks up what netplan generated.
+        let networkd = Resource::new(
+            target.clone(),
+            NETWORKD,
+            Desired::Service {
+                name: NETWORKD.to_owned(),
+                enabled: true,
+                running: true,
+                watches: Vec::new(),
+                on_change: OnChange::Reload,
+            },
+        );
         let netplan_apply = apply_once(
             target,
             "netplan-apply",
             &netplan,
-            "netplan apply",
+            "netplan generate && networkctl reload",
             "bring the rail interfaces up with their addresses and routes",
         )
-        .after([netplan_file.id.clone()]);
-        let mut resources = vec![netplan_package, netplan_file];
+        .after([netplan_file.id.clone(), networkd.id.clone()])
+        .after(named);
+        let netplan_apply_id = netplan_apply.id.clone();
+        resources.extend([netplan_package, netplan_file, networkd, netplan_apply]);
         if let Some(Some(sysctl)) = self.sysctl.get(node.group) {
             let sysctl_file = file(target, RAILS_SYSCTL, sysctl.clone(), 0o644);
             // After netplan: per-interface keys fail until the (renamed) interfaces exist.
@@ -300,11 +351,8 @@ impl<'a> RailRenderer<'a> {
                 &format!("sysctl -p {RAILS_SYSCTL}"),
                 "apply ARP and reverse-path settings of the rail interfaces",
             )
-            .after([sysctl_file.id.clone(), netplan_apply.id.clone()]);
-            resources.push(netplan_apply);
+            .after([sysctl_file.id.clone(), netplan_apply_id]);
             resources.extend([sysctl_file, sysctl_apply]);
-        } else {
-            resources.push(netplan_apply);
         }
         out.extend(resources);
         Ok(())

@@ -8,6 +8,7 @@
 //! loops over lists the model prepared.
 
 pub mod host;
+pub mod links;
 pub mod slurm;
 pub mod switch;
 
@@ -144,12 +145,12 @@ pub fn render(
 ) -> Result<Vec<Resource>, RenderError> {
     let mut resources = Vec::new();
     host::render(model, inventory, renderer, &mut resources)?;
-    slurm::render(model, renderer, secrets, &mut resources)?;
+    slurm::render(model, inventory, renderer, secrets, &mut resources)?;
     switch::render(model, inventory, renderer, &mut resources)?;
     Ok(resources)
 }
 
 /// Every embedded template as `(name, text)`: name is its path under `templates/`.
 pub fn embedded() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
-    host::TEMPLATES.iter().chain(slurm::TEMPLATES).chain(switch::TEMPLATES)
+    host::TEMPLATES.iter().chain(links::TEMPLATES).chain(slurm::TEMPLATES).chain(switch::TEMPLATES)
 }

@@ -14,10 +14,12 @@
 //! (slurmctld 22.05 has no check-only flag, see `slurmctld -h`; the daemons only
 //! fail at start), so the services' restart is the check.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use serde::Serialize;
 
+use crate::inventory::Inventory;
 use crate::model::Model;
 use crate::model::slurm::{self as slurm_model, SlurmConfig, SlurmHost};
 use crate::render::{RenderError, Renderer};
@@ -166,12 +168,13 @@ fn option_file_quoted(text: &str) -> String {
     text.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
-/// Appends this module's resources.
+/// Appends this module's resources. From the inventory only `fake_gpu_devices` is read.
 ///
 /// # Errors
 /// A blueprint the Slurm model rejects, or a template that fails to render.
 pub fn render(
     model: &Model,
+    inventory: Option<&Inventory>,
     renderer: &Renderer,
     secrets: &Secrets,
     out: &mut Vec<Resource>,
@@ -180,8 +183,43 @@ pub fn render(
         return Ok(());
     };
     let files = files(&config, renderer, secrets)?;
-    resources(&config, &files, out);
+    let fake_gpus = fake_gpus(model, inventory);
+    resources(&config, &files, &fake_gpus, out);
     Ok(())
+}
+
+/// GPUs per node of the nodes whose inventory entry asks for fake GPU devices.
+fn fake_gpus<'a>(model: &'a Model, inventory: Option<&Inventory>) -> HashMap<&'a str, u32> {
+    let Some(inventory) = inventory else { return HashMap::new() };
+    model
+        .nodes
+        .iter()
+        .filter(|node| inventory.hosts.get(&node.name).is_some_and(|host| host.fake_gpu_devices))
+        .filter_map(|node| {
+            let group = model.groups.get(node.group)?;
+            (group.gpu.is_some() && group.gpus_per_node > 0).then_some((node.name.as_str(), group.gpus_per_node))
+        })
+        .collect()
+}
+
+/// The NVIDIA driver's character devices `/dev/nvidia0…` (major 195, minor = index,
+/// mode 0666 as the driver makes them) on a node without GPUs, so that gres.conf's
+/// `File=` entries exist: slurmd gives up on a missing one after 20 s. Real device
+/// nodes, not empty files, so `ConstrainDevices` can allow and deny them.
+fn fake_gpu_devices(host: &str, count: u32) -> Resource {
+    let last = count.saturating_sub(1).to_string();
+    let create = r#"for i in $(seq 0 "$1"); do test -c /dev/nvidia$i || mknod -m 0666 /dev/nvidia$i c 195 $i; done"#;
+    let exist = r#"for i in $(seq 0 "$1"); do test -c /dev/nvidia$i || exit 1; done"#;
+    Resource::new(
+        node(host),
+        "fake-gpu-devices",
+        Desired::Command {
+            argv: strings(["sh", "-c", create, "sh", &last]),
+            creates: None,
+            unless: Some(strings(["sh", "-c", exist, "sh", &last])),
+            description: format!("create /dev/nvidia0-{last} for Slurm's GRES (fake_gpu_devices: no GPUs here)"),
+        },
+    )
 }
 
 /// A model error, reported through the render error type (it has no variant of its own).
@@ -261,7 +299,7 @@ fn strings<const N: usize>(items: [&str; N]) -> Vec<String> {
 }
 
 /// The resources of every host, then the accounting commands.
-fn resources(config: &SlurmConfig, files: &SlurmFiles, out: &mut Vec<Resource>) {
+fn resources(config: &SlurmConfig, files: &SlurmFiles, fake_gpus: &HashMap<&str, u32>, out: &mut Vec<Resource>) {
     let slurmdbd_service = config.database.as_deref().map(|host| service_id(host, "slurmdbd"));
     let slurmctld_service = service_id(&config.controller, "slurmctld");
     let add_cluster = config.database.as_ref().map(|_| command_id(&config.controller, "sacctmgr-cluster"));
@@ -273,6 +311,7 @@ fn resources(config: &SlurmConfig, files: &SlurmFiles, out: &mut Vec<Resource>) 
                 slurmdbd: slurmdbd_service.as_ref(),
                 add_cluster: add_cluster.as_ref(),
                 slurmctld: &slurmctld_service,
+                fake_gpus: fake_gpus.get(host.name.as_str()).copied(),
             },
             out,
         );
@@ -287,6 +326,8 @@ struct HostLinks<'a> {
     slurmdbd: Option<&'a ResourceId>,
     add_cluster: Option<&'a ResourceId>,
     slurmctld: &'a ResourceId,
+    /// GPUs whose device files slurmd needs made first (`fake_gpu_devices`).
+    fake_gpus: Option<u32>,
 }
 
 fn host_resources(host: &SlurmHost, files: &SlurmFiles, links: &HostLinks<'_>, out: &mut Vec<Resource>) {
@@ -345,6 +386,11 @@ fn host_resources(host: &SlurmHost, files: &SlurmFiles, links: &HostLinks<'_>, o
     if host.compute {
         let mut after = vec![package_id(name, "slurmd"), munge_service, links.slurmctld.clone()];
         after.extend(watched.iter().cloned());
+        if let Some(count) = links.fake_gpus {
+            let devices = fake_gpu_devices(name, count);
+            after.push(devices.id.clone());
+            out.push(devices);
+        }
         out.push(service(name, "slurmd", watched).after(after));
     }
 }
@@ -643,7 +689,7 @@ mod tests {
     fn lab_resources() -> Vec<Resource> {
         let renderer = Renderer::embedded().expect("templates parse");
         let mut out = Vec::new();
-        render(&model("blueprints/lab.yaml"), &renderer, &secrets(), &mut out).expect("renders");
+        render(&model("blueprints/lab.yaml"), None, &renderer, &secrets(), &mut out).expect("renders");
         out
     }
 
@@ -671,6 +717,31 @@ mod tests {
     #[test]
     fn lab_resources_snapshot() {
         insta::assert_snapshot!(describe(&lab_resources()));
+    }
+
+    #[test]
+    fn fake_gpu_devices_are_made_before_slurmd_where_the_inventory_asks() {
+        let inventory: Inventory = serde_norway::from_str(
+            "version: 1\nhosts:\n  head: { address: 10.10.0.10, fake_gpu_devices: true }\n  \
+             node02: { address: 10.10.0.12, fake_gpu_devices: true }\n  node03: { address: 10.10.0.13 }\n",
+        )
+        .expect("inventory parses");
+        let renderer = Renderer::embedded().expect("templates parse");
+        let mut out = Vec::new();
+        render(&model("blueprints/lab.yaml"), Some(&inventory), &renderer, &secrets(), &mut out).expect("renders");
+        let devices: Vec<&Resource> =
+            out.iter().filter(|r| r.id.as_str().ends_with(":command:fake-gpu-devices")).collect();
+        // The head has no GPUs and node03 has real ones: only node02 gets devices.
+        assert_eq!(devices.iter().map(|r| r.target.name.as_str()).collect::<Vec<_>>(), ["node02"]);
+        let Desired::Command { argv, unless, creates, .. } = &devices[0].desired else { panic!("{:?}", devices[0]) };
+        assert_eq!(argv[..2], ["sh", "-c"]);
+        assert!(argv[2].contains("mknod -m 0666 /dev/nvidia$i c 195 $i"), "{argv:?}");
+        assert_eq!(argv[3..], ["sh", "3"], "four GPUs: /dev/nvidia0 to /dev/nvidia3");
+        assert_eq!(unless.as_ref().map(|guard| guard[3..].to_vec()), Some(strings(["sh", "3"])));
+        assert!(creates.is_none());
+        let slurmd = out.iter().find(|r| r.id.as_str() == "node02:service:slurmd").expect("slurmd");
+        assert!(slurmd.depends_on.contains(&devices[0].id));
+        crate::graph::build(out).expect("no unknown dependency, no cycle");
     }
 
     fn position(graph: &crate::graph::ResourceGraph, id: &str) -> usize {
@@ -776,7 +847,7 @@ tenants:
         let model = crate::model::expand(&loaded.blueprint).expect("expands");
         let renderer = Renderer::embedded().expect("templates parse");
         let mut out = Vec::new();
-        render(&model, &renderer, &secrets(), &mut out).expect("renders");
+        render(&model, None, &renderer, &secrets(), &mut out).expect("renders");
 
         let slurm_confs: Vec<&Content> = out
             .iter()

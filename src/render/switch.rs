@@ -18,6 +18,7 @@ use crate::blueprint::schema::{FabricKind, InfinibandSpec, RoceMode, RoceQos, Su
 use crate::inventory::{Inventory, SwitchOs};
 use crate::model::Model;
 use crate::render::host::apply_once;
+use crate::render::links::{LinkName, LinkNamer};
 use crate::render::{RenderError, Renderer};
 use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target, TargetKind};
 use crate::topology::ports::{self, DEFAULT_PORT_PREFIX, Direction, FabricPort, HOST_INTERFACE, HOST_VLAN};
@@ -166,6 +167,7 @@ fn render_ethernet(
         }
     }
     let mut frr_shared = None;
+    let mut link_namer = None;
     for (index, switch) in model.fabric.switches.iter().enumerate() {
         let own_ports = fabric_ports.get(index).map_or(&[][..], Vec::as_slice);
         let nodes = nodes_at.get(index).map_or(&[][..], Vec::as_slice);
@@ -176,9 +178,27 @@ fn render_ethernet(
                     Some(shared) => shared,
                     None => frr_shared.insert(FrrShared::render(renderer)?),
                 };
-                render_frr(&view, shared, renderer, out)?;
+                let links = port_links(inventory, &switch.name)?;
+                let ports_named = if links.is_empty() {
+                    None
+                } else {
+                    let namer = match &link_namer {
+                        Some(namer) => namer,
+                        None => link_namer.insert(LinkNamer::new(renderer)?),
+                    };
+                    namer.render(&switch_target(&switch.name), &links, out)?
+                };
+                render_frr(&view, shared, ports_named, renderer, out)?;
             }
-            SwitchOs::CumulusNvue => render_nvue(model, &view, renderer, out)?,
+            SwitchOs::CumulusNvue => {
+                if inventory.and_then(|i| i.switches.get(&switch.name)).is_some_and(|s| !s.port_macs.is_empty()) {
+                    return Err(RenderError::Model {
+                        what: format!("switch `{}`", switch.name),
+                        reason: "`port_macs` renames ports, which Cumulus Linux names itself: remove them".to_owned(),
+                    });
+                }
+                render_nvue(model, &view, renderer, out)?;
+            }
             SwitchOs::Sonic => {}
         }
     }
@@ -332,9 +352,20 @@ pub(crate) fn package(target: &Target, name: &str) -> Resource {
     Resource::new(target.clone(), name, Desired::Package { name: name.to_owned() })
 }
 
+/// The inventory's `port_macs` of switch `name`, checked.
+fn port_links(inventory: Option<&Inventory>, name: &str) -> Result<Vec<LinkName>, RenderError> {
+    let Some(switch) = inventory.and_then(|inventory| inventory.switches.get(name)) else {
+        return Ok(Vec::new());
+    };
+    let owner = format!("`switches.{name}.port_macs`");
+    switch.port_macs.iter().map(|(port, mac)| LinkName::new(&owner, mac, port)).collect()
+}
+
+/// `named`: the command after which the switch's ports carry the names frr.conf uses.
 fn render_frr(
     view: &SwitchView<'_>,
     shared: &FrrShared,
+    named: Option<ResourceId>,
     renderer: &Renderer,
     out: &mut Vec<Resource>,
 ) -> Result<(), RenderError> {
@@ -344,7 +375,7 @@ fn render_frr(
     // frr-reload.py, which `systemctl reload frr` runs, ships in frr-pythontools.
     let tools = package(&target, "frr-pythontools");
     let daemons = file(&target, FRR_DAEMONS, shared.daemons.clone(), 0o640, "frr", "frr").after([frr.id.clone()]);
-    let mut conf = file(&target, FRR_CONF, config, 0o640, "frr", "frr").after([frr.id.clone()]);
+    let mut conf = file(&target, FRR_CONF, config, 0o640, "frr", "frr").after([frr.id.clone()]).after(named);
     if let Desired::File { check, .. } = &mut conf.desired {
         *check = Some(["vtysh", "--dryrun", "-f", "{}"].map(str::to_owned).to_vec());
     }

@@ -242,7 +242,13 @@ fn a_numeric_inline_secret_is_not_printed_either() {
 
 /// The lab with six semantic errors across the blueprint's parts.
 fn broken_lab() -> String {
-    let mut text = LAB.to_owned();
+    // The lab has no shared filesystem (containers cannot serve NFS); this one has one,
+    // with a relative mount point.
+    let mut text = edit(
+        &edit(LAB, "roles: [controller, database, login]", "roles: [controller, database, login, storage]"),
+        "\nscheduler:\n",
+        "\nstorage:\n  filesystems:\n    - { name: home, kind: nfs, server_group: head, export: /export/home, mount: /home, tier: home }\n\nscheduler:\n",
+    );
     for (from, to) in [
         ("name: lab\n", "name: Lab_Cluster\n"),
         ("model: h100", "model: h10"),
@@ -272,7 +278,15 @@ fn diagnostics_of_a_broken_blueprint() {
 #[test]
 fn diagnostics_of_an_inconsistent_inventory() {
     let inventory = edit(
-        &edit(&edit(LAB_INVENTORY, "  node04: { address: 10.10.0.14 }\n", ""), "leaf1:", "leaf9:"),
+        &edit(
+            &edit(
+                LAB_INVENTORY,
+                "  node04:\n    address: 10.10.0.14\n    rail_macs: { 0: \"02:42:0a:c8:00:05\", 1: \"02:42:0a:c8:00:25\" }\n    fake_gpu_devices: true\n",
+                "",
+            ),
+            "leaf1:",
+            "leaf9:",
+        ),
         "10.10.0.13",
         "10.10.0.12",
     );
@@ -301,7 +315,7 @@ fn json_output_lists_the_diagnostics() {
     assert_eq!(gpu["severity"], "error");
     assert_eq!(gpu["file"], "bp.yaml");
     assert_eq!(gpu["key_path"], "node_groups[1].gpu.model");
-    assert_eq!(gpu["position"]["line"], 27);
+    assert_eq!(gpu["position"]["line"], 29);
     assert!(gpu["help"].as_str().is_some_and(|h| h.contains("did you mean `h100`?")), "{gpu}");
 }
 

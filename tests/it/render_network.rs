@@ -308,12 +308,25 @@ fn lab_host_files_match_snapshots() {
     let resources = render_all(&model("lab"), Some(&inventory("lab")));
     insta::assert_snapshot!("lab_node01_netplan", text(&resources, "node01", "/etc/netplan/60-toolkit-rails.yaml"));
     insta::assert_snapshot!("lab_etc_hosts", text(&resources, "node01", "/etc/hosts"));
-    insta::assert_snapshot!("lab_home_mount", text(&resources, "node01", "/etc/systemd/system/home.mount"));
-    insta::assert_snapshot!("lab_head_exports", text(&resources, "head", "/etc/exports"));
     insta::assert_snapshot!(
         "lab_node01_rail_sysctl",
         text(&resources, "node01", "/etc/sysctl.d/90-toolkit-rails.conf")
     );
+    insta::assert_snapshot!("lab_node01_link_names", text(&resources, "node01", "/usr/local/sbin/toolkit-link-names"));
+    insta::assert_snapshot!(
+        "link_names_unit",
+        text(&resources, "leaf0", "/etc/systemd/system/toolkit-link-names.service")
+    );
+    // The lab cannot serve NFS (see lab/README.md): no exports, no mounts.
+    assert!(files(&resources, "/etc/exports").is_empty());
+    assert!(resources.iter().all(|r| !r.id.as_str().contains(":service:home.mount")));
+}
+
+#[test]
+fn nfs_files_match_snapshots() {
+    let resources = render_all(&model("h200-roce-64"), None);
+    insta::assert_snapshot!("h200_home_mount", text(&resources, "gpu001", "/etc/systemd/system/home.mount"));
+    insta::assert_snapshot!("h200_nfs01_exports", text(&resources, "nfs01", "/etc/exports"));
 }
 
 #[test]
@@ -345,6 +358,8 @@ hosts:
 ",
     );
     let resources = render_all(&model("lab"), Some(&inventory));
+    let script = text(&resources, "node02", "/usr/local/sbin/toolkit-link-names");
+    assert!(script.contains("current=$(find_link 'b8:3f:d2:00:00:11' 'rail1')\n"), "{script}");
     let netplan = text(&resources, "node02", "/etc/netplan/60-toolkit-rails.yaml");
     let yaml: serde_norway::Value = serde_norway::from_str(netplan).expect("parses");
     let rail1 = &yaml["network"]["ethernets"]["rail1"];
@@ -354,7 +369,7 @@ hosts:
 }
 
 #[test]
-fn rails_come_after_their_leaves_and_mounts_after_the_nfs_server() {
+fn rails_come_after_their_leaves_and_their_names() {
     let resources = render_all(&model("lab"), Some(&inventory("lab")));
     let netplan = find(&resources, "node03:file:/etc/netplan/60-toolkit-rails.yaml");
     for id in ["leaf0:file:/etc/frr/frr.conf", "leaf1:file:/etc/frr/frr.conf", "leaf0:service:frr"] {
@@ -364,16 +379,75 @@ fn rails_come_after_their_leaves_and_mounts_after_the_nfs_server() {
         Desired::File { mode, .. } => assert_eq!(*mode, 0o600),
         other => panic!("{other:?}"),
     }
-    let mount = find(&resources, "node01:file:/etc/systemd/system/home.mount");
-    assert!(mount.depends_on.iter().any(|d| d.as_str() == "head:service:nfs-server"));
+    // netplan generate + networkd reload, after the interfaces have their names.
+    let apply = find(&resources, "node03:command:netplan-apply");
+    for id in [
+        "node03:command:link-names",
+        "node03:service:systemd-networkd",
+        "node03:file:/etc/netplan/60-toolkit-rails.yaml",
+    ] {
+        assert!(apply.depends_on.iter().any(|d| d.as_str() == id), "netplan-apply of node03 not after {id}");
+    }
+    match &apply.desired {
+        Desired::Command { argv, .. } => {
+            assert!(argv[2].starts_with("netplan generate && networkctl reload && "), "{argv:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    match &find(&resources, "node03:service:systemd-networkd").desired {
+        Desired::Service { enabled, running, on_change, .. } => {
+            assert!(*enabled && *running);
+            assert_eq!(*on_change, OnChange::Reload);
+        }
+        other => panic!("{other:?}"),
+    }
+    // FRR reads its interfaces by name: the switch's ports are named first.
+    let frr = find(&resources, "leaf0:file:/etc/frr/frr.conf");
+    assert!(frr.depends_on.iter().any(|d| d.as_str() == "leaf0:command:link-names"));
+    toolkit::graph::build(resources).unwrap_or_else(|d| panic!("graph: {}", d.render()));
+}
+
+#[test]
+fn mounts_come_after_the_nfs_server() {
+    let resources = render_all(&model("h200-roce-64"), None);
+    let mount = find(&resources, "gpu001:file:/etc/systemd/system/home.mount");
+    assert!(mount.depends_on.iter().any(|d| d.as_str() == "nfs01:service:nfs-server"));
     assert!(
-        resources.iter().all(|r| r.id.as_str() != "head:file:/etc/systemd/system/home.mount"),
+        resources.iter().all(|r| r.id.as_str() != "nfs01:file:/etc/systemd/system/home.mount"),
         "server mounts nothing"
     );
-    find(&resources, "node01:service:home.mount");
-    find(&resources, "head:package:nfs-kernel-server");
-    find(&resources, "head:dir:/export/home");
-    toolkit::graph::build(resources).unwrap_or_else(|d| panic!("graph: {}", d.render()));
+    find(&resources, "gpu001:service:home.mount");
+    find(&resources, "nfs01:package:nfs-kernel-server");
+    find(&resources, "nfs01:dir:/export/home");
+}
+
+#[test]
+fn inventory_macs_name_interfaces_on_nodes_and_switches() {
+    let resources = render_all(&model("lab"), Some(&inventory("lab")));
+    let script = text(&resources, "spine0", "/usr/local/sbin/toolkit-link-names");
+    assert!(script.contains("current=$(find_link '02:42:0a:c8:ff:f3' 'swp1')\n"), "{script}");
+    assert!(script.contains("current=$(find_link '02:42:0a:c8:ff:fb' 'swp2')\n"), "{script}");
+    let leaf = text(&resources, "leaf1", "/usr/local/sbin/toolkit-link-names");
+    assert!(leaf.contains("'02:42:0a:c8:00:21' 'hosts'"), "{leaf}");
+    // The head has no rails and no MACs: nothing to name.
+    assert!(resources.iter().all(|r| r.id.as_str() != "head:command:link-names"));
+    // Without MACs in the inventory, names are the OS's business.
+    let bare = render_all(&model("lab"), Some(&inventory_from(NVUE_LAB_INVENTORY)));
+    assert!(bare.iter().all(|r| !r.id.as_str().ends_with(":command:link-names")));
+
+    let hostile = inventory_from(
+        "version: 1\nswitches:\n  leaf0: { address: 10.10.0.200, os: frr, port_macs: { \"swp1;reboot\": \"02:42:0a:c8:00:01\" } }\n",
+    );
+    let renderer = Renderer::embedded().expect("templates parse");
+    let error = render::render(&model("lab"), Some(&hostile), &toolkit::render::slurm::Secrets::default(), &renderer)
+        .expect_err("not an interface name");
+    assert!(error.to_string().contains("`swp1;reboot` is not an interface name"), "{error}");
+    let nvue = inventory_from(
+        "version: 1\nswitches:\n  leaf0: { address: 10.10.0.200, os: cumulus-nvue, port_macs: { swp1: \"02:42:0a:c8:00:01\" } }\n",
+    );
+    let error = render::render(&model("lab"), Some(&nvue), &toolkit::render::slurm::Secrets::default(), &renderer)
+        .expect_err("Cumulus names its ports");
+    assert!(error.to_string().contains("Cumulus Linux names itself"), "{error}");
 }
 
 #[test]

@@ -445,7 +445,7 @@ fn accounting_bootstrap_converges_on_real_slurmdbd() {
         let renderer = Renderer::embedded().expect("templates parse");
         let texts = files(&config, &renderer, &secrets).expect("renders");
         let mut resources = Vec::new();
-        render(&model, &renderer, &secrets, &mut resources).expect("renders");
+        render(&model, None, &renderer, &secrets, &mut resources).expect("renders");
         let nodes: Vec<String> = model.nodes.iter().map(|node| node.name.clone()).collect();
         (texts, resources, nodes)
     };
