@@ -196,7 +196,6 @@ struct NetplanContext<'a> {
 #[derive(Serialize)]
 struct RailView<'a> {
     netdev: &'a str,
-    mac: Option<&'a str>,
     /// None on IPoIB: its MTU comes from the partition (4092 at most in datagram
     /// mode, so the fabric's 4096 would be refused).
     mtu: Option<u32>,
@@ -283,7 +282,6 @@ impl<'a> RailRenderer<'a> {
             .iter()
             .map(|rail| RailView {
                 netdev: &rail.netdev,
-                mac: macs.and_then(|macs| macs.get(&rail.rail)).map(String::as_str),
                 mtu: (!self.infiniband).then_some(rail.mtu),
                 address: rail.address,
                 prefix_len: rail.prefix_len,
@@ -297,7 +295,7 @@ impl<'a> RailRenderer<'a> {
             "host/netplan-rails.yaml.j2",
             NetplanContext { hostname: &node.name, infiniband: self.infiniband, rails },
         )?);
-        let mut resources = Vec::with_capacity(9);
+        let mut resources = Vec::with_capacity(10);
         let links = match macs {
             Some(macs) => node
                 .rails
@@ -318,7 +316,19 @@ impl<'a> RailRenderer<'a> {
             }
         }
         let netplan_file = file(target, RAILS_NETPLAN, netplan.clone(), 0o600).after(after);
-        // Running before the first reload: networkd then picks up what netplan generated.
+        // generate → networkd running → reload. Generating first means networkd starts
+        // with the rails' files: a networkd running without them leaves the rails
+        // unmanaged, and a unit started meanwhile that wants network-online.target
+        // (munge does) waits the 2 minutes of systemd-networkd-wait-online.
+        let generate = apply_once(
+            target,
+            "netplan-generate",
+            &netplan,
+            "netplan generate",
+            "turn the rails' netplan into systemd-networkd files",
+        )
+        .after([netplan_file.id.clone()])
+        .after(named);
         let networkd = Resource::new(
             target.clone(),
             NETWORKD,
@@ -329,18 +339,18 @@ impl<'a> RailRenderer<'a> {
                 watches: Vec::new(),
                 on_change: OnChange::Reload,
             },
-        );
+        )
+        .after([generate.id.clone()]);
         let netplan_apply = apply_once(
             target,
             "netplan-apply",
             &netplan,
-            "netplan generate && networkctl reload",
+            "networkctl reload",
             "bring the rail interfaces up with their addresses and routes",
         )
-        .after([netplan_file.id.clone(), networkd.id.clone()])
-        .after(named);
+        .after([networkd.id.clone()]);
         let netplan_apply_id = netplan_apply.id.clone();
-        resources.extend([netplan_package, netplan_file, networkd, netplan_apply]);
+        resources.extend([netplan_package, netplan_file, generate, networkd, netplan_apply]);
         if let Some(Some(sysctl)) = self.sysctl.get(node.group) {
             let sysctl_file = file(target, RAILS_SYSCTL, sysctl.clone(), 0o644);
             // After netplan: per-interface keys fail until the (renamed) interfaces exist.

@@ -470,18 +470,31 @@ fn accounting_commands(config: &SlurmConfig, out: &mut Vec<Resource>) {
     let host = config.controller.as_str();
     let cluster = config.cluster_name.as_str();
     let cluster_where = format!("cluster={cluster}");
-    let mut add_cluster = command(
+    // slurmdbd is "started" for systemd before it listens (it first connects to
+    // MariaDB and checks its tables): sacctmgr right after the start is refused.
+    let ready = command(
+        host,
+        "slurmdbd-ready",
+        strings([
+            "sh",
+            "-c",
+            "for attempt in $(seq 60); do sacctmgr -n -P show cluster format=Cluster >/dev/null && exit 0; sleep 2; done; exit 1",
+        ]),
+        strings(["sacctmgr", "-n", "-P", "show", "cluster", "format=Cluster"]),
+        "wait until slurmdbd answers".to_owned(),
+    )
+    // sacctmgr reads slurm.conf for the slurmdbd address and needs munge.
+    .after([file_id(host, SLURM_CONF), service_id(host, "munge"), package_id(host, "slurm-client")])
+    .after(config.database.as_deref().map(|db| service_id(db, "slurmdbd")));
+    let add_cluster = command(
         host,
         "sacctmgr-cluster",
         sacctmgr(&["add", "cluster", cluster]),
         sacctmgr_shows(&["show", "cluster", "where", &format!("name={cluster}"), "format=Cluster"]),
         format!("register cluster `{cluster}` with slurmdbd before slurmctld starts"),
-    );
-    // sacctmgr reads slurm.conf for the slurmdbd address and needs munge.
-    add_cluster =
-        add_cluster.after([file_id(host, SLURM_CONF), service_id(host, "munge"), package_id(host, "slurm-client")]);
-    add_cluster = add_cluster.after(config.database.as_deref().map(|db| service_id(db, "slurmdbd")));
-    out.push(add_cluster);
+    )
+    .after([ready.id.clone()]);
+    out.extend([ready, add_cluster]);
     if config.qos.is_empty() {
         return;
     }
