@@ -11,11 +11,11 @@ use toolkit::lab::image::Recipe;
 
 const CLUSTER: &str = "lab-it";
 
-fn toolkit(dir: &Path, args: &[&str]) -> Output {
+pub(crate) fn toolkit(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_toolkit")).args(args).current_dir(dir).output().expect("toolkit runs")
 }
 
-fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
@@ -24,7 +24,7 @@ fn succeeds(program: &str, args: &[&str]) -> bool {
 }
 
 /// Why the test cannot run here, if it cannot.
-fn missing_prerequisite() -> Option<String> {
+pub(crate) fn missing_prerequisite() -> Option<String> {
     if !succeeds("docker", &["info"]) {
         return Some("`docker info` fails (no Docker Engine reachable)".to_owned());
     }

@@ -2,6 +2,7 @@
 
 mod cloud;
 mod lab;
+mod lab_e2e;
 mod lint;
 mod parse;
 mod plan;
