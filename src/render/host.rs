@@ -25,10 +25,11 @@ use serde::Serialize;
 use crate::blueprint::schema::{FabricKind, FilesystemKind};
 use crate::inventory::Inventory;
 use crate::model::{Filesystem, Model, Node, network};
-use crate::render::links::{self, LinkName, LinkNamer};
+use crate::render::links::{LinkName, LinkNamer};
 use crate::render::switch::{self, package};
 use crate::render::{RenderError, Renderer};
 use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target, TargetKind};
+use crate::topology::ports::is_interface_name;
 
 /// Templates of this module: `(name under templates/, text)`.
 pub const TEMPLATES: &[(&str, &str)] = &[
@@ -267,7 +268,7 @@ impl<'a> RailRenderer<'a> {
             return Ok(());
         };
         // Names reach file names, YAML keys and the naming script.
-        if let Some(rail) = node.rails.iter().find(|rail| !links::is_interface_name(&rail.netdev)) {
+        if let Some(rail) = node.rails.iter().find(|rail| !is_interface_name(&rail.netdev)) {
             return Err(RenderError::Model {
                 what: format!("the rails of `{}`", node.name),
                 reason: format!(

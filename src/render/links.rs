@@ -16,6 +16,7 @@ use serde::Serialize;
 use crate::render::host::apply_once;
 use crate::render::{RenderError, Renderer};
 use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target};
+use crate::topology::ports::{MAX_INTERFACE_NAME, is_interface_name};
 
 /// Templates of this module: `(name under templates/, text)`.
 pub const TEMPLATES: &[(&str, &str)] = &[
@@ -30,9 +31,6 @@ pub const UNIT: &str = "toolkit-link-names.service";
 const UNIT_PATH: &str = "/etc/systemd/system/toolkit-link-names.service";
 const SERVICE: &str = "toolkit-link-names";
 const APPLY: &str = "link-names";
-
-/// Longest interface name Linux accepts (`IFNAMSIZ` minus the NUL).
-const MAX_NAME_LEN: usize = 15;
 
 /// One interface to name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -57,7 +55,7 @@ impl LinkName {
         }
         if !is_interface_name(name) {
             return Err(invalid(format!(
-                "`{name}` is not an interface name: 1 to {MAX_NAME_LEN} letters, digits, `-`, `_` or `.`"
+                "`{name}` is not an interface name: 1 to {MAX_INTERFACE_NAME} letters, digits, `-`, `_` or `.`"
             )));
         }
         Ok(Self { mac: mac.to_ascii_lowercase(), name: name.to_owned() })
@@ -67,16 +65,6 @@ impl LinkName {
 fn is_mac(text: &str) -> bool {
     let parts: Vec<&str> = text.split(':').collect();
     parts.len() == 6 && parts.iter().all(|part| part.len() == 2 && part.chars().all(|c| c.is_ascii_hexdigit()))
-}
-
-/// Whether Linux accepts `name` for an interface and it is safe in paths and
-/// scripts: 1–15 of ASCII letters, digits, `-`, `_`, `.`, and not `.` or `..`.
-#[must_use]
-pub fn is_interface_name(name: &str) -> bool {
-    (1..=MAX_NAME_LEN).contains(&name.len())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && name != "."
-        && name != ".."
 }
 
 #[derive(Serialize)]

@@ -35,6 +35,19 @@ pub fn port_name(prefix: &str, port: u32) -> String {
     format!("{prefix}{port}")
 }
 
+/// Longest interface name Linux accepts (`IFNAMSIZ` minus the NUL).
+pub const MAX_INTERFACE_NAME: usize = 15;
+
+/// Whether Linux accepts `name` for an interface and it is safe in paths and
+/// scripts: 1–15 of ASCII letters, digits, `-`, `_`, `.`, and not `.` or `..`.
+#[must_use]
+pub fn is_interface_name(name: &str) -> bool {
+    (1..=MAX_INTERFACE_NAME).contains(&name.len())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && name != "."
+        && name != ".."
+}
+
 /// Which way a fabric port leads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -9,9 +9,10 @@ use super::Facts;
 use crate::blueprint::LoadedBlueprint;
 use crate::blueprint::schema::FabricKind;
 use crate::diagnostic::{Diagnostic, Diagnostics, did_you_mean};
-use crate::inventory::LoadedInventory;
+use crate::inventory::{LoadedInventory, SwitchOs};
 use crate::model::{self, hostlist};
 use crate::source::{SourceFile, join_key};
+use crate::topology::ports::is_interface_name;
 
 /// "Did you mean" is computed for this many unknown names at most: each costs one
 /// edit distance per blueprint host.
@@ -37,7 +38,9 @@ pub(super) fn check(
     }
     bastions(inventory, out);
     duplicate_addresses(inventory, out);
-    rail_macs(loaded, inventory, out);
+    let mut macs = BTreeSet::new();
+    rail_macs(loaded, inventory, &mut macs, out);
+    port_macs(inventory, &mut macs, out);
 }
 
 fn version(inventory: &LoadedInventory, out: &mut Diagnostics) {
@@ -208,9 +211,13 @@ fn is_mac(text: &str) -> bool {
     parts.len() == 6 && parts.iter().all(|part| part.len() == 2 && part.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
-fn rail_macs(loaded: &LoadedBlueprint, inventory: &LoadedInventory, out: &mut Diagnostics) {
+fn rail_macs(
+    loaded: &LoadedBlueprint,
+    inventory: &LoadedInventory,
+    macs: &mut BTreeSet<String>,
+    out: &mut Diagnostics,
+) {
     let rails = loaded.blueprint.fabric.compute.rails;
-    let mut macs: BTreeSet<String> = BTreeSet::new();
     for (name, host) in &inventory.inventory.hosts {
         for (rail, mac) in &host.rail_macs {
             let path = format!("{}.rail_macs.{rail}", join_key("hosts", name));
@@ -235,6 +242,46 @@ fn rail_macs(loaded: &LoadedBlueprint, inventory: &LoadedInventory, out: &mut Di
                         .at(&inventory.source, path)
                         .help("each rail NIC has its own MAC address"),
                 );
+            }
+        }
+    }
+}
+
+/// Ports renamed by MAC: MACs, names Linux accepts, on switches whose OS lets toolkit
+/// name ports (plain FRR on Linux; Cumulus and SONiC name their own).
+fn port_macs(inventory: &LoadedInventory, macs: &mut BTreeSet<String>, out: &mut Diagnostics) {
+    for (name, switch) in &inventory.inventory.switches {
+        let switch_path = join_key("switches", name);
+        if switch.os != SwitchOs::Frr && !switch.port_macs.is_empty() {
+            out.push(
+                Diagnostic::error(
+                    "invalid-port-mac",
+                    format!("switch `{name}` names its own ports: `port_macs` would rename them under its OS"),
+                )
+                .at(&inventory.source, format!("{switch_path}.port_macs"))
+                .help("remove `port_macs`; it is for Linux switches running FRR (`os: frr`)"),
+            );
+            continue;
+        }
+        for (port, mac) in &switch.port_macs {
+            let path = format!("{switch_path}.port_macs.{port}");
+            let problem = if !is_interface_name(port) {
+                Some((
+                    format!("`{port}` is not an interface name"),
+                    "use 1 to 15 letters, digits, `-`, `_` or `.`, as frr.conf names the port (`swp26`, `hosts`)",
+                ))
+            } else if !is_mac(mac) {
+                Some((
+                    format!("`{mac}` is not a MAC address"),
+                    "write six hex pairs separated by `:`, e.g. `02:42:0a:c8:00:01`",
+                ))
+            } else if !macs.insert(mac.to_ascii_lowercase()) {
+                Some((format!("MAC `{mac}` is listed twice"), "each port has its own MAC address"))
+            } else {
+                None
+            };
+            if let Some((message, help)) = problem {
+                out.push(Diagnostic::error("invalid-port-mac", message).at(&inventory.source, path).help(help));
             }
         }
     }

@@ -118,7 +118,7 @@ hosts:
   node03: { address: 10.10.0.13 }
   node04: { address: 10.10.0.14, proxy_jump: gateway }
 switches:
-  leaf0: { address: 10.10.0.200, os: frr }
+  leaf0: { address: 10.10.0.200, os: frr, port_macs: { hosts: "02:42:0a:c8:00:01", swp26: "02:42:0a:c8:ff:f2" } }
   leaf1: { address: 10.10.0.201, os: frr }
   spine0: { address: 10.10.0.210, os: frr }
 "#;
@@ -1140,6 +1140,34 @@ finds_in_inventory!(
 );
 finds_in_inventory!(addresses_are_unique, [("10.10.0.12", "10.10.0.11")], "duplicate-address", "node02:", Error);
 finds_in_inventory!(rail_macs_name_a_rail, [("{ 0: \"b8", "{ 5: \"b8")], "invalid-rail-mac", "node01:", Error);
+finds_in_inventory!(
+    port_macs_are_macs,
+    [("swp26: \"02:42:0a:c8:ff:f2\"", "swp26: \"02:42:0a:c8:ff\"")],
+    "invalid-port-mac",
+    "leaf0:",
+    Error
+);
+finds_in_inventory!(
+    port_macs_name_interfaces,
+    [("swp26: \"02", "\"swp 26\": \"02")],
+    "invalid-port-mac",
+    "leaf0:",
+    Error
+);
+finds_in_inventory!(
+    port_macs_are_not_rail_macs,
+    [("swp26: \"02:42:0a:c8:ff:f2\"", "swp26: \"B8:3F:D2:00:00:10\"")],
+    "invalid-port-mac",
+    "leaf0:",
+    Error
+);
+finds_in_inventory!(
+    port_macs_only_on_frr_switches,
+    [("leaf0: { address: 10.10.0.200, os: frr,", "leaf0: { address: 10.10.0.200, os: cumulus-nvue,")],
+    "invalid-port-mac",
+    "leaf0:",
+    Error
+);
 finds_in_inventory!(
     rail_macs_are_macs,
     [("b8:3f:d2:00:00:10", "b8:3f:d2:00:10")],
