@@ -17,6 +17,7 @@ pub mod apply;
 pub mod blueprint;
 pub mod cli;
 pub mod compile;
+pub mod deploy;
 pub mod diagnostic;
 pub mod facts;
 pub mod graph;

@@ -98,7 +98,7 @@ pub struct Counts {
 }
 
 /// The outcome of a run: every resource, in graph order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
 pub struct ApplyReport {
     /// One per resource of the graph.
     pub outcomes: Vec<ResourceOutcome>,

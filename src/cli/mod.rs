@@ -2,11 +2,14 @@
 //! command. Exit codes follow `terraform plan -detailed-exitcode`: 0 nothing to do
 //! or all passed, 2 changes pending or tests failed, 1 error.
 
+mod deploy;
 mod lab;
 mod lint;
+mod live;
 mod plan;
 mod schema;
 mod topology;
+mod unlock;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,6 +40,10 @@ pub enum Command {
     Topology(topology::Args),
     /// What deploy would change: creates, updates, removals, with diffs.
     Plan(plan::Args),
+    /// Plan against the hosts, ask, apply in graph order, record the state.
+    Deploy(deploy::Args),
+    /// Remove the cluster lock left by a deploy that died.
+    Unlock(unlock::Args),
     /// A local lab of Docker containers matching a blueprint (see lab/README.md).
     Lab(lab::Args),
 }
@@ -81,6 +88,8 @@ pub fn run() -> ExitCode {
         Command::Schema(args) => schema::run(&args),
         Command::Topology(args) => topology::run(&args),
         Command::Plan(args) => plan::run(&args),
+        Command::Deploy(args) => deploy::run(&args),
+        Command::Unlock(args) => unlock::run(&args),
         Command::Lab(args) => lab::run(&args),
     };
     match status {
