@@ -23,6 +23,7 @@ pub mod facts;
 pub mod graph;
 pub mod inventory;
 pub mod lab;
+pub mod manifest;
 pub mod model;
 pub mod plan;
 pub mod render;

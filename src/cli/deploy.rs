@@ -102,7 +102,17 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             lock::acquire(session.as_ref(), &lock::owner_description()).await?;
             Some(session)
         };
-        let result = plan_and_apply(args, &compiled, &pool, plan_inputs, saved.as_ref(), state_path.as_deref()).await;
+        let options = RunOptions::from(args);
+        let result = plan_and_apply(
+            &options,
+            &compiled.graph,
+            &compiled.model.name,
+            &pool,
+            plan_inputs,
+            saved.as_ref(),
+            state_path.as_deref(),
+        )
+        .await;
         if let Some(session) = locked
             && let Err(error) = lock::release(session.as_ref()).await
         {
@@ -113,15 +123,39 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
     })
 }
 
-async fn plan_and_apply(
-    args: &Args,
-    compiled: &crate::compile::Compiled,
+/// How a run behaves, from the command line of `deploy` or `push`.
+pub(crate) struct RunOptions {
+    pub yes: bool,
+    pub dry_run: bool,
+    pub output: OutputFormat,
+    pub parallel: usize,
+    pub max_fail_percent: Option<u8>,
+}
+
+impl From<&Args> for RunOptions {
+    fn from(args: &Args) -> Self {
+        Self {
+            yes: args.yes,
+            dry_run: args.dry_run,
+            output: args.output,
+            parallel: args.ssh.parallel,
+            max_fail_percent: args.max_fail_percent,
+        }
+    }
+}
+
+/// Observes, plans, asks, applies and records: the part of a deploy after inputs
+/// are compiled and the lock is held.
+pub(crate) async fn plan_and_apply(
+    args: &RunOptions,
+    graph: &crate::graph::ResourceGraph,
+    cluster: &str,
     pool: &crate::transport::ssh::SshPool,
     plan_inputs: plan::diff::PlanInputs,
     saved: Option<&Plan>,
     state_path: Option<&Path>,
 ) -> anyhow::Result<Status> {
-    let live = live::live_plan(compiled, pool, plan_inputs, args.ssh.parallel).await;
+    let live = live::live_plan(graph, pool, plan_inputs, args.parallel).await;
     let plan = live.plan;
     if let Some(saved) = saved {
         refuse_stale(saved, &plan)?;
@@ -139,11 +173,11 @@ async fn plan_and_apply(
         return Ok(if plan.summary.has_changes() { Status::Changes } else { Status::Clean });
     }
     let previous = match state_path {
-        Some(path) => State::load(path, &compiled.model.name)?,
-        None => State::empty(&compiled.model.name),
+        Some(path) => State::load(path, cluster)?,
+        None => State::empty(cluster),
     };
     if !plan.summary.has_changes() {
-        save_state(state_path, deploy::record(previous, &compiled.graph, &plan, &ApplyReport::default()))?;
+        save_state(state_path, deploy::record(previous, graph, &plan, &ApplyReport::default()))?;
         eprintln!("nothing to do");
         return Ok(Status::Clean);
     }
@@ -153,17 +187,13 @@ async fn plan_and_apply(
     }
     let cancel = CancellationToken::new();
     let _ctrl_c = apply::cancel_on_ctrl_c(cancel.clone());
-    let (events, progress) = progress(deploy::changed_indexes(&compiled.graph, &plan).len());
-    let options = ApplyOptions {
-        parallel: args.ssh.parallel,
-        max_fail_percent: args.max_fail_percent,
-        cancel,
-        events: Some(events),
-    };
-    let report = deploy::apply(&compiled.graph, &plan, pool, &options).await;
+    let (events, progress) = progress(deploy::changed_indexes(graph, &plan).len());
+    let options =
+        ApplyOptions { parallel: args.parallel, max_fail_percent: args.max_fail_percent, cancel, events: Some(events) };
+    let report = deploy::apply(graph, &plan, pool, &options).await;
     drop(options);
     let _ = progress.await;
-    save_state(state_path, deploy::record(previous, &compiled.graph, &plan, &report))?;
+    save_state(state_path, deploy::record(previous, graph, &plan, &report))?;
     match args.output {
         OutputFormat::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&report)?)),
         OutputFormat::Text => emit(&outcome_table(&report)),

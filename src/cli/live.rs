@@ -8,6 +8,7 @@ use anyhow::{Context as _, bail};
 use crate::cli::Inputs;
 use crate::compile::{Compiled, text_sha256};
 use crate::deploy::{self, LivePlan};
+use crate::graph::ResourceGraph;
 use crate::inventory::LoadedInventory;
 use crate::plan::diff::PlanInputs;
 use crate::transport::ssh::{SshOptions, SshPool};
@@ -61,8 +62,8 @@ pub(crate) fn plan_inputs(inputs: &Inputs, compiled: &Compiled) -> PlanInputs {
 }
 
 /// Observes and plans; every target must be in the inventory.
-pub(crate) async fn live_plan(compiled: &Compiled, pool: &SshPool, inputs: PlanInputs, parallel: usize) -> LivePlan {
-    deploy::live_plan(&compiled.graph, pool, inputs, parallel).await
+pub(crate) async fn live_plan(graph: &ResourceGraph, pool: &SshPool, inputs: PlanInputs, parallel: usize) -> LivePlan {
+    deploy::live_plan(graph, pool, inputs, parallel).await
 }
 
 /// The state file: `--state`, else the inventory's `state_file`.

@@ -7,6 +7,7 @@ mod lab;
 mod lint;
 mod live;
 mod plan;
+mod push;
 mod schema;
 mod topology;
 mod unlock;
@@ -44,6 +45,8 @@ pub enum Command {
     Deploy(deploy::Args),
     /// Remove the cluster lock left by a deploy that died.
     Unlock(unlock::Args),
+    /// Push a manifest of files, directories, packages, services and commands to hosts.
+    Push(push::Args),
     /// A local lab of Docker containers matching a blueprint (see lab/README.md).
     Lab(lab::Args),
 }
@@ -90,6 +93,7 @@ pub fn run() -> ExitCode {
         Command::Plan(args) => plan::run(&args),
         Command::Deploy(args) => deploy::run(&args),
         Command::Unlock(args) => unlock::run(&args),
+        Command::Push(args) => push::run(&args),
         Command::Lab(args) => lab::run(&args),
     };
     match status {

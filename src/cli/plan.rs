@@ -59,7 +59,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         let inventory = live::require_inventory(&inputs)?;
         let pool = live::pool(inventory, &args.ssh)?;
         let live_plan = live::runtime()?.block_on(async {
-            let live_plan = live::live_plan(&compiled, &pool, plan_inputs, args.ssh.parallel).await;
+            let live_plan = live::live_plan(&compiled.graph, &pool, plan_inputs, args.ssh.parallel).await;
             pool.close_all().await;
             live_plan
         });

@@ -91,6 +91,9 @@ pub struct Host {
     /// Rail NIC MAC addresses by rail, for interface matching.
     #[serde(default)]
     pub rail_macs: BTreeMap<u32, String>,
+    /// Host variables for `toolkit push` manifests (`{{ name }}` in templates and paths).
+    #[serde(default)]
+    pub vars: BTreeMap<String, String>,
 }
 
 /// Switch operating system flavour: decides which config is rendered.
