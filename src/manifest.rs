@@ -153,6 +153,10 @@ pub enum ManifestError {
 pub fn resources(manifest: &Manifest, base: &Path, inventory: &Inventory) -> Result<Vec<Resource>, ManifestError> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
+    // Config files end with a newline; Jinja's default would eat it.
+    if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder().keep_trailing_newline(true).build() {
+        env.set_syntax(syntax);
+    }
     // Template files are read and compiled once, rendered per host.
     let mut sources = BTreeMap::new();
     for entry in &manifest.resources {

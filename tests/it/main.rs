@@ -1,6 +1,7 @@
 //! The integration test binary: one module per area.
 
 mod cloud;
+mod deploy;
 mod lab;
 mod lint;
 mod parse;
@@ -10,3 +11,4 @@ mod render_network;
 mod render_slurm;
 mod report;
 mod ssh;
+mod support;
