@@ -1,6 +1,7 @@
 //! Integration tests: `toolkit push` (the same plan → apply → state path as
 //! `deploy`) against real sshd hosts, through the binary, plus the cluster lock.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -24,11 +25,12 @@ impl Workspace {
             hosts.base.join("known_hosts").display()
         );
         for k in 1..=count {
-            inventory.push_str(&format!(
-                "  host{k}: {{ address: {}, vars: {{ host_root: {}, greeting: hello }} }}\n",
+            let _ = writeln!(
+                inventory,
+                "  host{k}: {{ address: {}, vars: {{ host_root: {}, greeting: hello }} }}",
                 hosts.address(k),
                 hosts.root(k).display()
-            ));
+            );
         }
         std::fs::write(dir.path().join("inventory.yaml"), inventory).expect("inventory");
         std::fs::write(dir.path().join("app.conf.j2"), "# {{ host_label }}\ngreeting = {{ greeting }}\n").expect("tpl");
