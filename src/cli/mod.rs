@@ -5,6 +5,7 @@
 mod lab;
 mod lint;
 mod plan;
+mod report;
 mod schema;
 mod topology;
 
@@ -39,6 +40,8 @@ pub enum Command {
     Plan(plan::Args),
     /// A local lab of Docker containers matching a blueprint (see lab/README.md).
     Lab(lab::Args),
+    /// The acceptance report (HTML, JUnit XML, JSON, Markdown) from a results file.
+    Report(report::Args),
 }
 
 /// How results are printed on stdout.
@@ -82,6 +85,7 @@ pub fn run() -> ExitCode {
         Command::Topology(args) => topology::run(&args),
         Command::Plan(args) => plan::run(&args),
         Command::Lab(args) => lab::run(&args),
+        Command::Report(args) => report::run(&args),
     };
     match status {
         Ok(status) => status.into(),

@@ -1,11 +1,11 @@
 //! The integration test binary: one module per area.
 
+mod cloud;
 mod lab;
 mod lint;
+mod parse;
 mod plan;
+mod redfish;
 mod render_network;
 mod render_slurm;
-mod parse;
 mod report;
-mod redfish;
-mod cloud;
