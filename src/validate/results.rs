@@ -756,6 +756,9 @@ impl Results {
                 ),
             );
         }
+        if self.validators.is_empty() {
+            out.push("validators", "is empty: a run that checked nothing cannot pass");
+        }
         let mut ids = BTreeSet::new();
         for (index, validator) in self.validators.iter().enumerate() {
             let at = format!("validators[{index}]");
@@ -1154,6 +1157,13 @@ mod tests {
         );
         let text = ResultsError::Invalid { origin: "r.json".into(), problems }.to_string();
         assert!(text.starts_with("r.json: 7 problem(s)"), "{text}");
+    }
+
+    #[test]
+    fn a_run_without_validators_is_refused() {
+        let problems = Results::new(run(), Vec::new()).problems();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].at, "validators");
     }
 
     #[test]
