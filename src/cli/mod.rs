@@ -8,6 +8,7 @@ mod lint;
 mod live;
 mod plan;
 mod push;
+mod report;
 mod schema;
 mod topology;
 mod unlock;
@@ -49,6 +50,8 @@ pub enum Command {
     Push(push::Args),
     /// A local lab of Docker containers matching a blueprint (see lab/README.md).
     Lab(lab::Args),
+    /// The acceptance report (HTML, JUnit XML, JSON, Markdown) from a results file.
+    Report(report::Args),
 }
 
 /// How results are printed on stdout.
@@ -95,6 +98,7 @@ pub fn run() -> ExitCode {
         Command::Unlock(args) => unlock::run(&args),
         Command::Push(args) => push::run(&args),
         Command::Lab(args) => lab::run(&args),
+        Command::Report(args) => report::run(&args),
     };
     match status {
         Ok(status) => status.into(),
