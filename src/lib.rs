@@ -14,7 +14,9 @@
 //! Everything above is pure and offline; `cli` wires the stages to commands.
 
 pub mod blueprint;
+pub mod bmc;
 pub mod cli;
+pub mod cloud;
 pub mod compile;
 pub mod diagnostic;
 pub mod graph;
@@ -23,9 +25,9 @@ pub mod lab;
 pub mod model;
 pub mod plan;
 pub mod render;
+pub mod report;
 pub mod resource;
 pub mod source;
-pub mod report;
 pub mod topology;
 pub mod validate;
 pub mod yaml;
