@@ -425,17 +425,16 @@ fn members(collection: &Value) -> Vec<String> {
 /// Whether a transport error is a TLS failure (an untrusted or invalid certificate):
 /// retrying cannot help, so it is reported at once.
 fn is_tls_failure(error: &reqwest::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(current) = source {
-        if current.downcast_ref::<rustls::Error>().is_some() {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(error) = current {
+        if error.is::<rustls::Error>() {
             return true;
         }
-        if let Some(io) = current.downcast_ref::<std::io::Error>()
-            && io.get_ref().is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
-        {
-            return true;
-        }
-        source = current.source();
+        // An io::Error's `source()` skips the error it wraps; `get_ref()` is that error.
+        current = match error.downcast_ref::<std::io::Error>() {
+            Some(io) => io.get_ref().map(|inner| inner as &(dyn std::error::Error + 'static)),
+            None => error.source(),
+        };
     }
     false
 }
