@@ -16,7 +16,9 @@ pub mod sigv4;
 
 use thiserror::Error;
 
-pub use ec2::{CLUSTER_TAG, ClusterSpec, Ec2, Instance, NODE_TAG, NodeSpec, RailInterface, instances_to_inventory};
+pub use ec2::{
+    CLUSTER_TAG, ClusterSpec, Ec2, Filter, Instance, NODE_TAG, NodeSpec, RailInterface, instances_to_inventory,
+};
 pub use query::QueryClient;
 pub use sigv4::{AwsCredentials, SignError};
 

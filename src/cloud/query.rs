@@ -183,13 +183,16 @@ impl QueryClient {
     }
 }
 
-/// `application/x-www-form-urlencoded` the way AWS canonicalizes it: unreserved
-/// characters as they are, everything else `%XX` (space too, never `+`).
+/// `application/x-www-form-urlencoded`: unreserved characters as they are, space as
+/// `+`, everything else `%XX` -- byte for byte what botocore sends, so a service that
+/// re-encodes the parsed form to check the signature (moto) gets the same body.
 pub(crate) fn form_encode(pairs: &[(String, String)]) -> String {
     fn encode(text: &str, out: &mut String) {
         for byte in text.bytes() {
             if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
                 out.push(char::from(byte));
+            } else if byte == b' ' {
+                out.push('+');
             } else {
                 out.push('%');
                 out.push_str(&hex::encode_upper([byte]));
@@ -251,7 +254,7 @@ mod tests {
         ];
         assert_eq!(
             form_encode(&pairs),
-            "Action=RunInstances&TagSpecification.1.Tag.1.Key=toolkit%3Acluster&Value=a%20b%2Fc~d"
+            "Action=RunInstances&TagSpecification.1.Tag.1.Key=toolkit%3Acluster&Value=a+b%2Fc~d"
         );
     }
 
