@@ -130,6 +130,26 @@ async fn opens_uses_and_deletes_a_session() {
 }
 
 #[tokio::test]
+async fn dropping_a_client_ends_its_session() {
+    let (base, seen, server) = serve(vec![
+        (200, vec![], ROOT_WITH_SESSIONS.into()),
+        (
+            201,
+            vec![("X-Auth-Token", "tok-456".into()), ("Location", "/redfish/v1/SessionService/Sessions/8".into())],
+            "{}".into(),
+        ),
+        (204, vec![], String::new()),
+    ]);
+    let client = Redfish::connect(config(&base)).await.expect("connects");
+    drop(client);
+    // Joining off the runtime's thread lets the spawned DELETE run meanwhile.
+    tokio::task::spawn_blocking(move || server.join().expect("server")).await.expect("joins");
+    let seen = seen.lock().expect("lock");
+    assert_eq!((seen[2].method.as_str(), seen[2].path.as_str()), ("DELETE", "/redfish/v1/SessionService/Sessions/8"));
+    assert_eq!(seen[2].header("X-Auth-Token"), Some("tok-456"));
+}
+
+#[tokio::test]
 async fn a_refused_session_is_an_authentication_error_without_the_password() {
     let (base, _seen, server) = serve(vec![
         (200, vec![], ROOT_WITH_SESSIONS.into()),
