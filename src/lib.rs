@@ -15,7 +15,9 @@
 
 pub mod apply;
 pub mod blueprint;
+pub mod bmc;
 pub mod cli;
+pub mod cloud;
 pub mod compile;
 pub mod deploy;
 pub mod diagnostic;
