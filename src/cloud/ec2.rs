@@ -533,6 +533,7 @@ pub fn instances_to_inventory(instances: &[Instance]) -> Inventory {
                 identity_file: None,
                 proxy_jump: None,
                 rail_macs,
+                vars: BTreeMap::new(),
             },
         );
     }
