@@ -4,6 +4,7 @@
 
 mod lab;
 mod lint;
+mod parse;
 mod plan;
 mod schema;
 mod topology;
@@ -39,6 +40,8 @@ pub enum Command {
     Plan(plan::Args),
     /// A local lab of Docker containers matching a blueprint (see lab/README.md).
     Lab(lab::Args),
+    /// Read one acceptance-tool output (nccl-tests, dcgmi, ibstat…) as toolkit does.
+    Parse(parse::Args),
 }
 
 /// How results are printed on stdout.
@@ -82,6 +85,7 @@ pub fn run() -> ExitCode {
         Command::Topology(args) => topology::run(&args),
         Command::Plan(args) => plan::run(&args),
         Command::Lab(args) => lab::run(&args),
+        Command::Parse(args) => parse::run(&args),
     };
     match status {
         Ok(status) => status.into(),
