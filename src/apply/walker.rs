@@ -757,7 +757,7 @@ mod tests {
         let json = serde_json::to_string(&report).expect("json");
         assert_eq!(
             json,
-            r#"{"outcomes":[{"id":"n:file:/x","target":"n","outcome":"skipped","reason":"upstream","id":"h:file:/y","elapsed_ms":0}],"cancelled":false,"aborted":false}"#
+            r#"{"outcomes":[{"id":"n:file:/x","target":"n","outcome":"skipped","reason":"upstream","failed_upstream":"h:file:/y","elapsed_ms":0}],"cancelled":false,"aborted":false}"#
         );
     }
 }
