@@ -15,13 +15,17 @@
 
 pub mod apply;
 pub mod blueprint;
+pub mod bmc;
 pub mod cli;
+pub mod cloud;
 pub mod compile;
+pub mod deploy;
 pub mod diagnostic;
 pub mod facts;
 pub mod graph;
 pub mod inventory;
 pub mod lab;
+pub mod manifest;
 pub mod model;
 pub mod plan;
 pub mod render;

@@ -29,7 +29,8 @@ pub use walker::apply;
 pub enum SkipReason {
     /// A resource it depends on (directly or not) failed; `id` is the one that failed.
     Upstream {
-        /// The failed resource.
+        /// The failed resource (`failed_upstream` in JSON: `id` names the skipped one).
+        #[serde(rename = "failed_upstream")]
         id: ResourceId,
     },
     /// The run was cancelled (Ctrl-C) before it started.
@@ -98,7 +99,7 @@ pub struct Counts {
 }
 
 /// The outcome of a run: every resource, in graph order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
 pub struct ApplyReport {
     /// One per resource of the graph.
     pub outcomes: Vec<ResourceOutcome>,

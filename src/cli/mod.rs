@@ -2,11 +2,17 @@
 //! command. Exit codes follow `terraform plan -detailed-exitcode`: 0 nothing to do
 //! or all passed, 2 changes pending or tests failed, 1 error.
 
+mod deploy;
 mod lab;
 mod lint;
+mod live;
+mod parse;
 mod plan;
+mod push;
+mod report;
 mod schema;
 mod topology;
+mod unlock;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,8 +43,18 @@ pub enum Command {
     Topology(topology::Args),
     /// What deploy would change: creates, updates, removals, with diffs.
     Plan(plan::Args),
+    /// Plan against the hosts, ask, apply in graph order, record the state.
+    Deploy(deploy::Args),
+    /// Remove the cluster lock left by a deploy that died.
+    Unlock(unlock::Args),
+    /// Push a manifest of files, directories, packages, services and commands to hosts.
+    Push(push::Args),
     /// A local lab of Docker containers matching a blueprint (see lab/README.md).
     Lab(lab::Args),
+    /// The acceptance report (HTML, JUnit XML, JSON, Markdown) from a results file.
+    Report(report::Args),
+    /// Read one acceptance-tool output (nccl-tests, dcgmi, ibstat…) as toolkit does.
+    Parse(parse::Args),
 }
 
 /// How results are printed on stdout.
@@ -81,7 +97,12 @@ pub fn run() -> ExitCode {
         Command::Schema(args) => schema::run(&args),
         Command::Topology(args) => topology::run(&args),
         Command::Plan(args) => plan::run(&args),
+        Command::Deploy(args) => deploy::run(&args),
+        Command::Unlock(args) => unlock::run(&args),
+        Command::Push(args) => push::run(&args),
         Command::Lab(args) => lab::run(&args),
+        Command::Report(args) => report::run(&args),
+        Command::Parse(args) => parse::run(&args),
     };
     match status {
         Ok(status) => status.into(),

@@ -2,11 +2,12 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 
+use crate::cli::live::{self, SshArgs};
 use crate::cli::{BlueprintArgs, OutputFormat, Status, emit, load_checked, print_diagnostics};
-use crate::compile::{compile, text_sha256};
-use crate::plan::{self, diff::PlanInputs, state::State};
+use crate::compile::compile;
+use crate::plan::{self, state::State};
 use crate::render::Renderer;
 
 /// Arguments of `toolkit plan`.
@@ -14,7 +15,7 @@ use crate::render::Renderer;
 pub struct Args {
     #[command(flatten)]
     paths: BlueprintArgs,
-    /// Compare with the state file of the last deploy instead of reading the targets.
+    /// Compare with the state file of the last deploy instead of reading the hosts over SSH.
     #[arg(long)]
     offline: bool,
     /// State file (default: the inventory's `state_file`; none = nothing applied yet).
@@ -27,13 +28,12 @@ pub struct Args {
     /// Templates that override the built-in ones (same names as under `templates/`).
     #[arg(long)]
     templates: Option<PathBuf>,
+    #[command(flatten)]
+    ssh: SshArgs,
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
     let output = args.paths.output;
-    if !args.offline {
-        bail!("a live plan reads facts from the targets over SSH; until `deploy` lands use `--offline`");
-    }
     let Some(inputs) = load_checked(&args.paths.blueprint, args.paths.inventory.as_deref(), output) else {
         return Ok(Status::Error);
     };
@@ -48,21 +48,31 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             return Ok(Status::Error);
         }
     };
-    let state_path =
-        args.state.clone().or_else(|| inputs.inventory.as_ref().and_then(|i| i.inventory.state_file.clone()));
-    let state = match &state_path {
-        Some(path) => State::load(path, &compiled.model.name)?,
-        None => State::empty(&compiled.model.name),
+    let plan_inputs = live::plan_inputs(&inputs, &compiled);
+    let mut plan = if args.offline {
+        let state = match live::state_path(args.state.as_ref(), &inputs) {
+            Some(path) => State::load(&path, &compiled.model.name)?,
+            None => State::empty(&compiled.model.name),
+        };
+        plan::diff(&compiled.graph, &state, plan_inputs)
+    } else {
+        let inventory = live::require_inventory(&inputs)?;
+        let pool = live::pool(inventory, &args.ssh)?;
+        let live_plan = live::runtime()?.block_on(async {
+            let live_plan = live::live_plan(&compiled.graph, &pool, plan_inputs, args.ssh.parallel).await;
+            pool.close_all().await;
+            live_plan
+        });
+        if !live_plan.unreachable.is_empty() {
+            for (host, reason) in &live_plan.unreachable {
+                eprintln!("error: cannot read `{host}`: {reason}");
+            }
+            return Ok(Status::Error);
+        }
+        live_plan.plan
     };
-    let plan = plan::diff(
-        &compiled.graph,
-        &state,
-        PlanInputs {
-            cluster: compiled.model.name.clone(),
-            blueprint_sha256: text_sha256(&inputs.blueprint.source.text),
-            inventory_sha256: inputs.inventory.as_ref().map(|i| text_sha256(&i.source.text)),
-        },
-    );
+    plan.blueprint_path = Some(args.paths.blueprint.display().to_string());
+    plan.inventory_path = args.paths.inventory.as_ref().map(|p| p.display().to_string());
     if let Some(out) = &args.out {
         let json = plan::render::json(&plan)?;
         if out.extension().is_some_and(|e| e == "json") {

@@ -97,6 +97,9 @@ pub struct Host {
     /// Never set it on a machine with NVIDIA GPUs.
     #[serde(default)]
     pub fake_gpu_devices: bool,
+    /// Host variables for `toolkit push` manifests (`{{ name }}` in templates and paths).
+    #[serde(default)]
+    pub vars: BTreeMap<String, String>,
 }
 
 /// Switch operating system flavour: decides which config is rendered.

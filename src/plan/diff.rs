@@ -123,6 +123,8 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
         cluster: inputs.cluster,
         blueprint_sha256: inputs.blueprint_sha256,
         inventory_sha256: inputs.inventory_sha256,
+        blueprint_path: None,
+        inventory_path: None,
         baseline: Baseline::State,
         summary,
         changes,

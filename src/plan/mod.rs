@@ -122,6 +122,12 @@ pub struct Plan {
     /// SHA-256 of the inventory file, if one was used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inventory_sha256: Option<String>,
+    /// The blueprint file the plan was made from, so `deploy plan.json` finds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blueprint_path: Option<String>,
+    /// The inventory file, likewise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inventory_path: Option<String>,
     /// Baseline of the comparison.
     pub baseline: Baseline,
     /// Counts.

@@ -57,6 +57,7 @@ pub fn from_inventory(inventory: &Inventory, local: &LocalUser) -> Result<Vec<Ss
             proxy_jump: None,
             rail_macs: std::collections::BTreeMap::new(),
             fake_gpu_devices: false,
+            vars: std::collections::BTreeMap::new(),
         };
         targets.push(host_target(
             inventory,

@@ -1,6 +1,7 @@
 //! The integration test binary: one module per area.
 
 mod cloud;
+mod deploy;
 mod lab;
 mod lab_e2e;
 mod lint;
@@ -11,3 +12,4 @@ mod render_network;
 mod render_slurm;
 mod report;
 mod ssh;
+mod support;

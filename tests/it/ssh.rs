@@ -7,7 +7,7 @@
 //! unless `TOOLKIT_REQUIRE_TOOLS` is set (CI), where a missing sshd is a failure.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -18,113 +18,7 @@ use toolkit::resource::{Content, Desired, Resource, ResourceId, Target, TargetKi
 use toolkit::transport::ssh::{SshOptions, SshPool, SshSession, SshTarget};
 use toolkit::transport::{Executor, TransportError, WriteOutcome, WriteRequest};
 
-const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/sshhosts.sh");
-
-/// A set of running sshd hosts; `down` on drop.
-struct Hosts {
-    base: PathBuf,
-    prefix: String,
-    _directory: tempfile::TempDir,
-}
-
-impl Hosts {
-    /// Starts `count` hosts for test number `test` (unique per test in this file).
-    /// `None` when sshd is absent and tools are not required.
-    fn up(test: u8, count: usize) -> Option<Self> {
-        if !Path::new("/usr/sbin/sshd").exists() || !Path::new("/usr/bin/ssh-keygen").exists() {
-            assert!(
-                std::env::var_os("TOOLKIT_REQUIRE_TOOLS").is_none(),
-                "sshd or ssh-keygen is missing and TOOLKIT_REQUIRE_TOOLS is set: apt-get install openssh-server openssh-client"
-            );
-            eprintln!(
-                "skipped: /usr/sbin/sshd or ssh-keygen not installed (apt-get install openssh-server openssh-client)"
-            );
-            return None;
-        }
-        let directory = tempfile::Builder::new().prefix("toolkit-sshhosts-").tempdir().expect("tempdir");
-        let prefix = format!("127.{}.{test}", 20 + std::process::id() % 200);
-        let hosts = Self { base: directory.path().to_owned(), prefix, _directory: directory };
-        let status = hosts.script().args(["up", &count.to_string()]).status().expect("run sshhosts.sh");
-        assert!(status.success(), "sshhosts.sh up {count} failed");
-        Some(hosts)
-    }
-
-    fn script(&self) -> Command {
-        let mut command = Command::new("bash");
-        command.arg(SCRIPT).env("SSHHOSTS_DIR", &self.base).env("SSHHOSTS_PREFIX", &self.prefix);
-        command
-    }
-
-    fn address(&self, k: usize) -> String {
-        format!("{}.{k}", self.prefix)
-    }
-
-    /// The per-host "filesystem" root.
-    fn root(&self, k: usize) -> PathBuf {
-        self.base.join(format!("root/host{k}"))
-    }
-
-    fn known_hosts(&self) -> PathBuf {
-        self.base.join("known_hosts")
-    }
-
-    fn client_key(&self) -> PathBuf {
-        self.base.join("id_ed25519")
-    }
-
-    fn host_key_file(&self, k: usize) -> PathBuf {
-        self.base.join(format!("etc/host{k}/ssh_host_ed25519_key.pub"))
-    }
-
-    /// The PID of host `k`'s listening sshd.
-    fn pid(&self, k: usize) -> String {
-        std::fs::read_to_string(self.base.join(format!("run/host{k}.pid"))).expect("pid file").trim().to_owned()
-    }
-
-    /// How many connections host `k`'s sshd serves (one child process each).
-    fn connections(&self, k: usize) -> usize {
-        let output = Command::new("ps").args(["-o", "pid=", "--ppid", &self.pid(k)]).output().expect("ps");
-        String::from_utf8_lossy(&output.stdout).lines().count()
-    }
-
-    fn target(&self, k: usize) -> SshTarget {
-        SshTarget {
-            host: format!("host{k}"),
-            address: self.address(k),
-            port: 22,
-            user: "root".to_owned(),
-            identity_file: Some(self.client_key()),
-            known_hosts: self.known_hosts(),
-            proxy_jump: None,
-            become_root: false,
-        }
-    }
-
-    /// Stops host `k`'s sshd (a PID this test started).
-    fn kill(&self, k: usize) {
-        // Its per-connection children too, as a host going down would.
-        let children = Command::new("ps").args(["-o", "pid=", "--ppid", &self.pid(k)]).output().expect("ps");
-        for child in String::from_utf8_lossy(&children.stdout).split_whitespace() {
-            let _ = Command::new("kill").arg(child).status();
-        }
-        let status = Command::new("kill").arg(self.pid(k)).status().expect("kill");
-        assert!(status.success());
-        // Wait until the port is closed.
-        for _ in 0..50 {
-            if std::net::TcpStream::connect((self.address(k).as_str(), 22)).is_err() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        panic!("host{k} still accepts connections");
-    }
-}
-
-impl Drop for Hosts {
-    fn drop(&mut self) {
-        let _ = self.script().arg("down").status();
-    }
-}
+use crate::support::Hosts;
 
 fn options() -> SshOptions {
     SshOptions { agent_socket: None, ..SshOptions::default() }

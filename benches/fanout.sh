@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# fanout.sh N: the fan-out push workload on N real sshd hosts (loopback), with
+# toolkit, Ansible, pyinfra and the plain-ssh floor. Per host: ensure a 0755 dir,
+# render and push 3 files (~2 KB, ~20 KB, ~200 KB), run one command; a first run on
+# empty hosts and an idempotent rerun. Prints medians over RUNS runs (default 3) and
+# the peak memory of the controller process, then one summary line:
+#   fanout N=<n> toolkit_first_s=… toolkit_rerun_s=… ansible_first_s=… ansible_rerun_s=…
+#          pyinfra_first_s=… pyinfra_rerun_s=… floor_s=…
+# SKIP="ansible pyinfra" leaves tools out (their fields print as `-`).
+# The Ansible/pyinfra workloads are the shared ones (benches/fanout/ has copies of the
+# templates); Ansible and pyinfra are installed from PyPI into target/bench-venv.
+set -euo pipefail
+N=${1:?usage: fanout.sh N}
+RUNS=${RUNS:-3}
+SKIP=${SKIP:-}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# The shared Ansible config names /tmp/sshhosts; keep the default base dir.
+export SSHHOSTS_DIR=/tmp/sshhosts SSHHOSTS_PREFIX=127.0.1
+B=$SSHHOSTS_DIR
+WORKLOAD=$ROOT/benches/fanout/workload
+VENV=$ROOT/target/bench-venv
+HOSTS=$ROOT/tests/support/sshhosts.sh
+
+skipped() { [[ " $SKIP " == *" $1 "* ]]; }
+
+setup() {
+  cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
+  if ! { skipped ansible && skipped pyinfra; } && [ ! -x "$VENV/bin/pyinfra" ]; then
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet ansible-core==2.19.14 pyinfra==3.10.0 jinja2
+  fi
+  "$HOSTS" up "$N" >/dev/null
+  "$HOSTS" inventory all >/dev/null
+  "$ROOT/benches/fanout/inventory.sh" "$N" > "$B/inventory_toolkit.yaml"
+  mkdir -p "$B/workload"
+  cp -r "$ROOT/benches/fanout/workload/templates" "$B/workload/"
+}
+
+clean_hosts() { for k in $(seq 1 "$N"); do rm -rf "$B/root/host$k/etc/app"; done; rm -f "$B/toolkit-state.json"; }
+
+# timed LABEL CMD…: appends "seconds peak_kib" to $B/times-LABEL
+timed() {
+  local label=$1; shift
+  /usr/bin/time -f "%e %M" -o "$B/.time" "$@" >/dev/null 2>"$B/.err" || { cat "$B/.err" >&2; echo "$label failed" >&2; exit 1; }
+  cat "$B/.time" >> "$B/times-$label"
+}
+
+median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print "-"; else if (NR%2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+peak_mib() { awk '{if ($2>m) m=$2} END {if (NR==0) print "-"; else printf "%.0f\n", m/1024}'; }
+
+run_tool() {
+  local tool=$1
+  for _ in $(seq 1 "$RUNS"); do
+    clean_hosts
+    case $tool in
+      toolkit)
+        timed toolkit-first "$ROOT/target/release/toolkit" push "$ROOT/benches/fanout/push.yaml" -i "$B/inventory_toolkit.yaml" --yes --parallel "$N" --state "$B/toolkit-state.json"
+        timed toolkit-rerun "$ROOT/target/release/toolkit" push "$ROOT/benches/fanout/push.yaml" -i "$B/inventory_toolkit.yaml" --yes --parallel "$N" --state "$B/toolkit-state.json" ;;
+      ansible)
+        export ANSIBLE_CONFIG=$WORKLOAD/ansible/ansible.cfg
+        timed ansible-first "$VENV/bin/ansible-playbook" -f "$N" "$WORKLOAD/ansible/push.yml"
+        timed ansible-rerun "$VENV/bin/ansible-playbook" -f "$N" "$WORKLOAD/ansible/push.yml" ;;
+      pyinfra)
+        timed pyinfra-first "$VENV/bin/pyinfra" -y --parallel "$N" "$B/inventory_pyinfra.py" "$WORKLOAD/pyinfra/push.py"
+        timed pyinfra-rerun "$VENV/bin/pyinfra" -y --parallel "$N" "$B/inventory_pyinfra.py" "$WORKLOAD/pyinfra/push.py" ;;
+      floor)
+        "$VENV/bin/python3" "$WORKLOAD/floor/render_all.py" "$N" 2>/dev/null || python3 "$WORKLOAD/floor/render_all.py" "$N"
+        timed floor sh -c "cat '$B/hosts.txt' | xargs -P '$N' -n 1 '$WORKLOAD/floor/push_one.sh'" ;;
+    esac
+  done
+}
+
+setup
+rm -f "$B"/times-*
+for tool in toolkit ansible pyinfra floor; do
+  if skipped "$tool"; then continue; fi
+  if [ "$tool" = floor ] && skipped ansible && skipped pyinfra && ! python3 -c 'import jinja2' 2>/dev/null; then continue; fi
+  run_tool "$tool"
+done
+field() { if [ -f "$B/times-$1" ]; then median < "$B/times-$1"; else echo -; fi; }
+memory() { if [ -f "$B/times-$1" ]; then peak_mib < "$B/times-$1"; else echo -; fi; }
+printf '%-16s %10s %10s\n' run median_s peak_MiB
+for label in toolkit-first toolkit-rerun ansible-first ansible-rerun pyinfra-first pyinfra-rerun floor; do
+  printf '%-16s %10s %10s\n' "$label" "$(field "$label")" "$(memory "$label")"
+done
+echo "fanout N=$N toolkit_first_s=$(field toolkit-first) toolkit_rerun_s=$(field toolkit-rerun) ansible_first_s=$(field ansible-first) ansible_rerun_s=$(field ansible-rerun) pyinfra_first_s=$(field pyinfra-first) pyinfra_rerun_s=$(field pyinfra-rerun) floor_s=$(field floor)"

@@ -1,0 +1,22 @@
+//! Bare metal through its BMC: Redfish over HTTPS.
+//!
+//! Stage: observe/apply (API targets). Input: the inventory's `bmcs` entry for a host
+//! ([`BmcConfig::from_inventory`]). Output: discovered facts and changes made on the BMC.
+//!
+//! - [`redfish`]: the client ([`Redfish`]): discovery, power, one-time boot, BIOS, firmware.
+//! - [`session`]: credentials ([`Sensitive`] never prints) and session/basic authentication.
+//! - [`error`]: [`BmcError`], naming host, URL and user, never a password.
+//! - [`resources`]: API objects as desired state (power, boot override, BIOS attribute,
+//!   cloud instance), observed and diffed into plan changes.
+
+pub mod error;
+pub mod redfish;
+pub mod resources;
+pub mod session;
+
+pub use error::BmcError;
+pub use redfish::{
+    BiosChange, BmcConfig, BootOverride, BootTarget, FirmwareMismatch, Nic, PowerState, Redfish, ResetType,
+    RetryPolicy, SystemInfo, bios_diff, firmware_check,
+};
+pub use session::{Credentials, Sensitive};

@@ -1,0 +1,356 @@
+//! `toolkit deploy`: plan against the hosts, show it, ask, apply in graph order with
+//! hosts in parallel, record the state, and end with every host's outcome.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+use tabled::settings::Style;
+use tabled::{Table, Tabled};
+use tokio_util::sync::CancellationToken;
+
+use crate::apply::{self, ApplyOptions, ApplyReport, Outcome};
+use crate::cli::live::{self, SshArgs};
+use crate::cli::{OutputFormat, Status, emit, load_checked, print_diagnostics};
+use crate::compile::compile;
+use crate::deploy::{self, lock};
+use crate::plan::state::State;
+use crate::plan::{self, Action, Plan};
+use crate::render::Renderer;
+use crate::transport::Connector as _;
+
+/// Arguments of `toolkit deploy`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The blueprint, or a `plan.json` saved by `toolkit plan --out plan.json` (applied
+    /// exactly, refused when the blueprint, inventory or hosts changed since).
+    input: PathBuf,
+    /// The inventory YAML file.
+    #[arg(short, long)]
+    inventory: Option<PathBuf>,
+    /// Apply without asking (required when not on a terminal).
+    #[arg(long, short = 'y')]
+    yes: bool,
+    /// Show the plan only (same as `toolkit plan`).
+    #[arg(long)]
+    dry_run: bool,
+    /// Stop starting new hosts once more than this percentage of hosts failed.
+    #[arg(long)]
+    max_fail_percent: Option<u8>,
+    /// State file (default: the inventory's `state_file`).
+    #[arg(long)]
+    state: Option<PathBuf>,
+    /// Templates that override the built-in ones.
+    #[arg(long)]
+    templates: Option<PathBuf>,
+    /// Output format of the plan and the outcome.
+    #[arg(long, value_enum, default_value_t)]
+    output: OutputFormat,
+    #[command(flatten)]
+    ssh: SshArgs,
+}
+
+pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
+    let saved = if args.input.extension().is_some_and(|e| e == "json") { Some(read_plan(&args.input)?) } else { None };
+    let (blueprint, inventory) = match &saved {
+        Some(plan) => (
+            PathBuf::from(plan.blueprint_path.clone().context("the saved plan does not name its blueprint")?),
+            plan.inventory_path.clone().map(PathBuf::from).or_else(|| args.inventory.clone()),
+        ),
+        None => (args.input.clone(), args.inventory.clone()),
+    };
+    let output = args.output;
+    // Generated secrets must exist before rendering, so the plan compares real content.
+    if let Some(path) = &inventory
+        && let Ok(loaded) = crate::inventory::load(path)
+    {
+        let generated = deploy::secrets::ensure(&loaded.inventory, Path::new("."))?;
+        for reference in generated.0 {
+            eprintln!("generated secret {reference}");
+        }
+    }
+    let Some(inputs) = load_checked(&blueprint, inventory.as_deref(), output) else {
+        return Ok(Status::Error);
+    };
+    let inventory = live::require_inventory(&inputs)?;
+    let renderer = match &args.templates {
+        Some(dir) => Renderer::with_overrides(dir)?,
+        None => Renderer::embedded()?,
+    };
+    let compiled = match compile(&inputs.blueprint, Some(inventory), &renderer) {
+        Ok(compiled) => compiled,
+        Err(diagnostics) => {
+            print_diagnostics(&diagnostics, output);
+            return Ok(Status::Error);
+        }
+    };
+    let pool = live::pool(inventory, &args.ssh)?;
+    let state_path = live::state_path(args.state.as_ref(), &inputs);
+    let plan_inputs = live::plan_inputs(&inputs, &compiled);
+    let controller = compiled
+        .model
+        .first_with(crate::blueprint::schema::Role::Controller)
+        .map(|node| node.name.clone())
+        .context("the blueprint has no controller to hold the cluster lock")?;
+    let runtime = live::runtime()?;
+    runtime.block_on(async {
+        let locked = if args.dry_run {
+            None
+        } else {
+            let session = pool.connect(&controller).await.map_err(|error| anyhow::anyhow!("{error}"))?;
+            lock::acquire(session.as_ref(), &lock::owner_description()).await?;
+            Some(session)
+        };
+        let options = RunOptions::from(args);
+        let result = plan_and_apply(
+            &options,
+            &compiled.graph,
+            &compiled.model.name,
+            &pool,
+            plan_inputs,
+            saved.as_ref(),
+            state_path.as_deref(),
+        )
+        .await;
+        if let Some(session) = locked
+            && let Err(error) = lock::release(session.as_ref()).await
+        {
+            eprintln!("warning: {error}");
+        }
+        pool.close_all().await;
+        result
+    })
+}
+
+/// How a run behaves, from the command line of `deploy` or `push`.
+pub(crate) struct RunOptions {
+    pub yes: bool,
+    pub dry_run: bool,
+    pub output: OutputFormat,
+    pub parallel: usize,
+    pub max_fail_percent: Option<u8>,
+}
+
+impl From<&Args> for RunOptions {
+    fn from(args: &Args) -> Self {
+        Self {
+            yes: args.yes,
+            dry_run: args.dry_run,
+            output: args.output,
+            parallel: args.ssh.parallel,
+            max_fail_percent: args.max_fail_percent,
+        }
+    }
+}
+
+/// Observes, plans, asks, applies and records: the part of a deploy after inputs
+/// are compiled and the lock is held.
+pub(crate) async fn plan_and_apply(
+    args: &RunOptions,
+    graph: &crate::graph::ResourceGraph,
+    cluster: &str,
+    pool: &crate::transport::ssh::SshPool,
+    plan_inputs: plan::diff::PlanInputs,
+    saved: Option<&Plan>,
+    state_path: Option<&Path>,
+) -> anyhow::Result<Status> {
+    let live = live::live_plan(graph, pool, plan_inputs, args.parallel).await;
+    let plan = live.plan;
+    if let Some(saved) = saved {
+        refuse_stale(saved, &plan)?;
+    }
+    if args.output == OutputFormat::Text {
+        emit(&plan::render::text(&plan));
+    }
+    for (host, reason) in &live.unreachable {
+        eprintln!("warning: cannot read `{host}`: {reason}");
+    }
+    if args.dry_run {
+        if args.output == OutputFormat::Json {
+            emit(&format!("{}\n", plan::render::json(&plan)?));
+        }
+        return Ok(if plan.summary.has_changes() { Status::Changes } else { Status::Clean });
+    }
+    let previous = match state_path {
+        Some(path) => State::load(path, cluster)?,
+        None => State::empty(cluster),
+    };
+    if !plan.summary.has_changes() {
+        save_state(state_path, deploy::record(previous, graph, &plan, &ApplyReport::default()))?;
+        eprintln!("nothing to do");
+        return Ok(Status::Clean);
+    }
+    if !args.yes && !confirm()? {
+        eprintln!("deploy cancelled; nothing was changed");
+        return Ok(Status::Error);
+    }
+    let cancel = CancellationToken::new();
+    let _ctrl_c = apply::cancel_on_ctrl_c(cancel.clone());
+    let (events, progress) = progress(deploy::changed_indexes(graph, &plan).len());
+    let options =
+        ApplyOptions { parallel: args.parallel, max_fail_percent: args.max_fail_percent, cancel, events: Some(events) };
+    let report = deploy::apply(graph, &plan, pool, &options).await;
+    drop(options);
+    let _ = progress.await;
+    save_state(state_path, deploy::record(previous, graph, &plan, &report))?;
+    match args.output {
+        OutputFormat::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&report)?)),
+        OutputFormat::Text => emit(&outcome_table(&report)),
+    }
+    if report.cancelled {
+        eprintln!("interrupted: the table shows what was done; rerun to converge");
+    }
+    let removed = plan.changes.iter().filter(|c| c.action == Action::Remove).count();
+    if removed > 0 {
+        eprintln!("{removed} resource(s) no longer in the blueprint were forgotten, not removed from the hosts");
+    }
+    Ok(if report.is_success() { Status::Clean } else { Status::Error })
+}
+
+fn read_plan(path: &Path) -> anyhow::Result<Plan> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading `{}`", path.display()))?;
+    let plan: Plan =
+        serde_json::from_str(&text).with_context(|| format!("`{}` is not a toolkit plan", path.display()))?;
+    if plan.format_version != plan::PLAN_FORMAT_VERSION {
+        bail!(
+            "`{}` has plan format {}; this toolkit reads {}",
+            path.display(),
+            plan.format_version,
+            plan::PLAN_FORMAT_VERSION
+        );
+    }
+    Ok(plan)
+}
+
+/// A saved plan is applied only if planning again gives exactly the same changes
+/// from the same inputs.
+fn refuse_stale(saved: &Plan, now: &Plan) -> anyhow::Result<()> {
+    if saved.blueprint_sha256 != now.blueprint_sha256 {
+        bail!("the blueprint changed since this plan was made; run `toolkit plan` again");
+    }
+    if saved.inventory_sha256 != now.inventory_sha256 {
+        bail!("the inventory changed since this plan was made; run `toolkit plan` again");
+    }
+    let pending = |plan: &Plan| -> BTreeMap<String, (Action, Option<String>)> {
+        plan.changes
+            .iter()
+            .filter(|c| c.action != Action::NoOp)
+            .map(|c| (c.id.clone(), (c.action, c.before.clone())))
+            .collect()
+    };
+    let (then, current) = (pending(saved), pending(now));
+    if then != current {
+        let differing: Vec<&String> =
+            then.keys().chain(current.keys()).filter(|id| then.get(*id) != current.get(*id)).take(5).collect();
+        bail!(
+            "the hosts changed since this plan was made (for example {}); run `toolkit plan` again",
+            differing.iter().map(|id| format!("`{id}`")).collect::<Vec<_>>().join(", ")
+        );
+    }
+    Ok(())
+}
+
+fn confirm() -> anyhow::Result<bool> {
+    if !std::io::stdin().is_terminal() {
+        bail!("not on a terminal: pass `--yes` to apply without asking");
+    }
+    eprint!("Apply these changes? Only `yes` is accepted: ");
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer)?;
+    Ok(answer.trim() == "yes")
+}
+
+fn save_state(path: Option<&Path>, mut state: State) -> anyhow::Result<()> {
+    if let Some(path) = path {
+        state.save(path)?;
+    }
+    Ok(())
+}
+
+/// A progress bar on a terminal; plain lines for failures otherwise.
+fn progress(total: usize) -> (tokio::sync::mpsc::UnboundedSender<apply::ResourceOutcome>, tokio::task::JoinHandle<()>) {
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<apply::ResourceOutcome>();
+    let interactive = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let bar = if interactive {
+        let bar = indicatif::ProgressBar::new(total as u64);
+        if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} [{elapsed}] {bar:30} {pos}/{len} {msg}") {
+            bar.set_style(style);
+        }
+        bar
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let handle = tokio::spawn(async move {
+        while let Some(event) = receiver.recv().await {
+            bar.inc(1);
+            bar.set_message(event.target.clone());
+            if let Outcome::Failed { error } = &event.outcome {
+                bar.suspend(|| eprintln!("failed: {} on {}: {error}", event.id, event.target));
+            }
+        }
+        bar.finish_and_clear();
+    });
+    (sender, handle)
+}
+
+#[derive(Tabled)]
+struct HostRow {
+    host: String,
+    changed: usize,
+    unchanged: usize,
+    failed: usize,
+    skipped: usize,
+    #[tabled(rename = "first problem")]
+    problem: String,
+}
+
+fn outcome_table(report: &ApplyReport) -> String {
+    let mut rows: BTreeMap<&str, HostRow> = BTreeMap::new();
+    for outcome in &report.outcomes {
+        let row = rows.entry(&outcome.target).or_insert_with(|| HostRow {
+            host: outcome.target.clone(),
+            changed: 0,
+            unchanged: 0,
+            failed: 0,
+            skipped: 0,
+            problem: String::new(),
+        });
+        match &outcome.outcome {
+            Outcome::Changed => row.changed += 1,
+            Outcome::Unchanged => row.unchanged += 1,
+            Outcome::Failed { error } => {
+                row.failed += 1;
+                if row.problem.is_empty() {
+                    row.problem = format!("{}: {}", outcome.id, first_line(error));
+                }
+            }
+            Outcome::Skipped { reason } => {
+                row.skipped += 1;
+                if row.problem.is_empty() {
+                    row.problem = match reason {
+                        apply::SkipReason::Upstream { id } => format!("skipped (upstream failed: {id})"),
+                        apply::SkipReason::Cancelled => "skipped (interrupted)".to_owned(),
+                        apply::SkipReason::Aborted => "skipped (--max-fail-percent reached)".to_owned(),
+                    };
+                }
+            }
+        }
+    }
+    let counts = report.counts();
+    let mut table = Table::new(rows.into_values());
+    table.with(Style::sharp());
+    format!(
+        "{table}\nApply: {} changed, {} unchanged, {} failed, {} skipped.\n",
+        counts.changed, counts.unchanged, counts.failed, counts.skipped
+    )
+}
+
+fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    if line.chars().count() > 100 {
+        format!("{}…", line.chars().take(100).collect::<String>())
+    } else {
+        line.to_owned()
+    }
+}

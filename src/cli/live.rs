@@ -1,0 +1,72 @@
+//! What `plan` (live), `deploy` and `unlock` share: the SSH pool from the
+//! inventory, the async runtime, and the live plan.
+
+use std::path::PathBuf;
+
+use anyhow::{Context as _, bail};
+
+use crate::cli::Inputs;
+use crate::compile::{Compiled, text_sha256};
+use crate::deploy::{self, LivePlan};
+use crate::graph::ResourceGraph;
+use crate::inventory::LoadedInventory;
+use crate::plan::diff::PlanInputs;
+use crate::transport::ssh::{SshOptions, SshPool};
+use crate::transport::targets::{self, LocalUser};
+
+/// SSH settings from the command line.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SshArgs {
+    /// Hosts contacted at once.
+    #[arg(long, default_value_t = 64)]
+    pub parallel: usize,
+    /// Record unknown host keys instead of stopping (a changed key always stops).
+    #[arg(long)]
+    pub accept_new_host_keys: bool,
+    /// Seconds to wait for a host's SSH connection.
+    #[arg(long, default_value_t = 10)]
+    pub connect_timeout: u64,
+}
+
+/// A multi-threaded runtime for the network stages.
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")
+}
+
+/// The inventory, required for anything that touches hosts.
+pub(crate) fn require_inventory(inputs: &Inputs) -> anyhow::Result<&LoadedInventory> {
+    match &inputs.inventory {
+        Some(inventory) => Ok(inventory),
+        None => bail!("this command reaches the hosts: give the inventory with `-i INVENTORY` (or use `--offline`)"),
+    }
+}
+
+/// One pooled SSH connection per inventory host and switch.
+pub(crate) fn pool(inventory: &LoadedInventory, args: &SshArgs) -> anyhow::Result<SshPool> {
+    let targets = targets::from_inventory(&inventory.inventory, &LocalUser::from_env())?;
+    let options = SshOptions {
+        accept_new_host_keys: args.accept_new_host_keys,
+        connect_timeout: std::time::Duration::from_secs(args.connect_timeout),
+        ..SshOptions::default()
+    };
+    Ok(SshPool::new(targets, options))
+}
+
+/// Identity of the inputs as recorded in plans.
+pub(crate) fn plan_inputs(inputs: &Inputs, compiled: &Compiled) -> PlanInputs {
+    PlanInputs {
+        cluster: compiled.model.name.clone(),
+        blueprint_sha256: text_sha256(&inputs.blueprint.source.text),
+        inventory_sha256: inputs.inventory.as_ref().map(|i| text_sha256(&i.source.text)),
+    }
+}
+
+/// Observes and plans; every target must be in the inventory.
+pub(crate) async fn live_plan(graph: &ResourceGraph, pool: &SshPool, inputs: PlanInputs, parallel: usize) -> LivePlan {
+    deploy::live_plan(graph, pool, inputs, parallel).await
+}
+
+/// The state file: `--state`, else the inventory's `state_file`.
+pub(crate) fn state_path(explicit: Option<&PathBuf>, inputs: &Inputs) -> Option<PathBuf> {
+    explicit.cloned().or_else(|| inputs.inventory.as_ref().and_then(|i| i.inventory.state_file.clone()))
+}

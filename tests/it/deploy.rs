@@ -1,0 +1,221 @@
+//! Integration tests: `toolkit push` (the same plan → apply → state path as
+//! `deploy`) against real sshd hosts, through the binary, plus the cluster lock.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use toolkit::deploy::lock;
+use toolkit::transport::ssh::{SshOptions, SshSession};
+
+use crate::support::Hosts;
+
+/// A manifest, its template and an inventory for `hosts`, in a temp dir.
+struct Workspace {
+    dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    fn new(hosts: &Hosts, count: usize, entries: &str) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut inventory = format!(
+            "version: 1\ndefaults: {{ user: root, identity_file: {}, known_hosts: {} }}\nhosts:\n",
+            hosts.base.join("id_ed25519").display(),
+            hosts.base.join("known_hosts").display()
+        );
+        for k in 1..=count {
+            let _ = writeln!(
+                inventory,
+                "  host{k}: {{ address: {}, vars: {{ host_root: {}, greeting: hello }} }}",
+                hosts.address(k),
+                hosts.root(k).display()
+            );
+        }
+        std::fs::write(dir.path().join("inventory.yaml"), inventory).expect("inventory");
+        std::fs::write(dir.path().join("app.conf.j2"), "# {{ host_label }}\ngreeting = {{ greeting }}\n").expect("tpl");
+        let workspace = Self { dir };
+        workspace.manifest(entries);
+        workspace
+    }
+
+    fn manifest(&self, entries: &str) {
+        std::fs::write(self.dir.path().join("push.yaml"), format!("version: 1\nresources:\n{entries}"))
+            .expect("manifest");
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn command(&self, extra: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_toolkit"));
+        command
+            .arg("push")
+            .arg(self.path("push.yaml"))
+            .arg("-i")
+            .arg(self.path("inventory.yaml"))
+            .arg("--state")
+            .arg(self.path("state.json"))
+            .args(extra);
+        command
+    }
+
+    fn push(&self, extra: &[&str]) -> Output {
+        self.command(extra).output().expect("runs toolkit push")
+    }
+}
+
+const FILES: &str = r#"  - directory: { path: "{{ host_root }}/etc/app", mode: "0755" }
+  - template: { src: app.conf.j2, dest: "{{ host_root }}/etc/app/app.conf", mode: "0644" }
+  - command: { argv: [sh, -c, "sha256sum {{ host_root }}/etc/app/app.conf > {{ host_root }}/etc/app/sum"], creates: "{{ host_root }}/etc/app/sum" }
+"#;
+
+fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+#[test]
+fn first_push_changes_everything_then_nothing_then_only_the_edited_file() {
+    let Some(hosts) = Hosts::up(110, 3) else { return };
+    let workspace = Workspace::new(&hosts, 3, FILES);
+    let first = workspace.push(&["--yes"]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+    assert!(text(&first).contains("9 changed, 0 unchanged, 0 failed"), "{}", text(&first));
+    for k in 1..=3 {
+        let conf = std::fs::read_to_string(hosts.root(k).join("etc/app/app.conf")).expect("pushed");
+        assert_eq!(conf, format!("# host{k}\ngreeting = hello\n"));
+    }
+    let again = workspace.push(&["--dry-run"]);
+    assert_eq!(again.status.code(), Some(0), "a second plan has nothing to do: {}", text(&again));
+    assert!(text(&again).contains("0 to create, 0 to update, 0 to remove, 9 unchanged"), "{}", text(&again));
+
+    std::fs::write(workspace.path("app.conf.j2"), "# {{ host_label }}\ngreeting = hi\n").expect("edit");
+    let plan = workspace.push(&["--dry-run"]);
+    assert_eq!(plan.status.code(), Some(2), "{}", text(&plan));
+    let shown = text(&plan);
+    assert!(shown.contains("0 to create, 3 to update"), "{shown}");
+    assert!(shown.contains("-greeting = hello") && shown.contains("+greeting = hi"), "diff shown: {shown}");
+    let applied = workspace.push(&["--yes"]);
+    assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
+    assert!(text(&applied).contains("3 changed"), "{}", text(&applied));
+}
+
+#[test]
+fn a_stopped_host_fails_alone_and_a_rerun_converges() {
+    let Some(hosts) = Hosts::up(111, 3) else { return };
+    let workspace = Workspace::new(&hosts, 3, FILES);
+    hosts.kill(2);
+    let output = workspace.push(&["--yes", "--connect-timeout", "3"]);
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("host2"), "{shown}");
+    assert!(hosts.root(1).join("etc/app/app.conf").is_file() && hosts.root(3).join("etc/app/app.conf").is_file());
+    assert!(!hosts.root(2).join("etc/app/app.conf").exists());
+    hosts.up_again(3);
+    let rerun = workspace.push(&["--yes"]);
+    assert_eq!(rerun.status.code(), Some(0), "{}", text(&rerun));
+    assert!(hosts.root(2).join("etc/app/app.conf").is_file());
+    let settled = workspace.push(&["--dry-run"]);
+    assert_eq!(settled.status.code(), Some(0), "{}", text(&settled));
+}
+
+#[test]
+fn a_failing_command_skips_what_follows_on_its_host_only() {
+    let Some(hosts) = Hosts::up(112, 2) else { return };
+    let workspace = Workspace::new(
+        &hosts,
+        2,
+        r#"  - command: { argv: [sh, -c, "test {{ inventory_hostname }} != host1"] }
+  - template: { src: app.conf.j2, dest: "{{ host_root }}/app.conf", mode: "0644" }
+"#,
+    );
+    let output = workspace.push(&["--yes", "--output", "json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("report JSON");
+    let outcome = |target: &str, kind: &str| {
+        report["outcomes"]
+            .as_array()
+            .expect("outcomes")
+            .iter()
+            .find(|o| o["target"] == target && o["id"].as_str().is_some_and(|id| id.contains(kind)))
+            .map(|o| (o["outcome"].as_str().unwrap_or_default().to_owned(), o["reason"].as_str().map(str::to_owned)))
+    };
+    assert_eq!(outcome("host1", ":command:").map(|o| o.0), Some("failed".to_owned()));
+    assert_eq!(outcome("host1", ":file:"), Some(("skipped".to_owned(), Some("upstream".to_owned()))));
+    assert_eq!(outcome("host2", ":file:").map(|o| o.0), Some("changed".to_owned()));
+    assert!(!hosts.root(1).join("app.conf").exists(), "dependent of the failure was skipped");
+    assert!(hosts.root(2).join("app.conf").is_file(), "the other host went on");
+}
+
+#[test]
+fn ctrl_c_reports_the_partial_outcome() {
+    let Some(hosts) = Hosts::up(113, 2) else { return };
+    let workspace = Workspace::new(
+        &hosts,
+        2,
+        r#"  - command: { argv: [sleep, "3"] }
+  - template: { src: app.conf.j2, dest: "{{ host_root }}/app.conf", mode: "0644" }
+"#,
+    );
+    let child = workspace.command(&["--yes"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    std::thread::sleep(Duration::from_millis(1500));
+    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill");
+    assert!(status.success());
+    let output = child.wait_with_output().expect("waits");
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("interrupted"), "{shown}");
+    assert!(shown.contains("skipped (interrupted)"), "{shown}");
+}
+
+#[test]
+fn a_concurrent_reader_never_sees_a_half_written_file() {
+    let Some(hosts) = Hosts::up(114, 1) else { return };
+    let big_a = "a".repeat(400_000);
+    let big_b = "b".repeat(400_000);
+    let workspace = Workspace::new(
+        &hosts,
+        1,
+        "  - template: { src: big.j2, dest: \"{{ host_root }}/big.conf\", mode: \"0644\" }\n",
+    );
+    let target = hosts.root(1).join("big.conf");
+    std::fs::write(workspace.path("big.j2"), &big_a).expect("tpl");
+    assert_eq!(workspace.push(&["--yes"]).status.code(), Some(0));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (stop, target, a, b) = (stop.clone(), target.clone(), big_a.clone(), big_b.clone());
+        std::thread::spawn(move || {
+            let mut reads = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let seen = std::fs::read_to_string(&target).expect("the file always exists");
+                assert!(seen == a || seen == b, "a reader saw {} bytes of a half-written file", seen.len());
+                reads += 1;
+            }
+            reads
+        })
+    };
+    for round in 0..6 {
+        std::fs::write(workspace.path("big.j2"), if round % 2 == 0 { &big_b } else { &big_a }).expect("tpl");
+        let output = workspace.push(&["--yes"]);
+        assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let reads = reader.join().expect("reader");
+    assert!(reads > 10, "the reader ran during the pushes ({reads} reads)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_lock_is_refused_and_names_its_holder() {
+    let Some(hosts) = Hosts::up(115, 1) else { return };
+    let session = SshSession::connect(&hosts.target(1), &SshOptions::default()).await.expect("connects");
+    lock::acquire(&session, "alice@laptop pid 1 since 2026-11-22T00:00:00Z").await.expect("first lock");
+    let error = lock::acquire(&session, "bob@ci pid 2").await.expect_err("second lock refused");
+    let message = error.to_string();
+    assert!(message.contains("alice@laptop pid 1"), "{message}");
+    assert!(message.contains("toolkit unlock --force"), "{message}");
+    lock::release(&session).await.expect("released");
+    lock::acquire(&session, "bob@ci pid 2").await.expect("free again");
+    lock::release(&session).await.expect("released");
+    assert!(!Path::new(lock::LOCK_DIR).exists());
+}
