@@ -447,15 +447,23 @@ fn joined(mut prefix: Vec<String>, rest: &[&str]) -> Vec<String> {
     prefix
 }
 
+/// Guards run before anything is deployed too (a plan asks them on a fresh host).
+/// Without slurm.conf, sacctmgr looks for a configless controller in DNS (an SRV
+/// record) and, where DNS does not answer, waits 10 s to say so: no config means
+/// nothing registered, so the guard fails at once instead. (`SLURM_CONF` is where
+/// Slurm's commands read their config when it is set.)
+const HAS_CONFIG: &str = r#"test -f "${SLURM_CONF:-/etc/slurm/slurm.conf}" || exit 1; "#;
+
 /// Guard: `sacctmgr -n -P ARGS…` prints something.
 fn sacctmgr_shows(query: &[&str]) -> Vec<String> {
-    joined(strings(["sh", "-c", r#"test -n "$(sacctmgr -n -P "$@")""#, "sh"]), query)
+    let script = format!(r#"{HAS_CONFIG}test -n "$(sacctmgr -n -P "$@")""#);
+    joined(strings(["sh", "-c", &script, "sh"]), query)
 }
 
 /// Guard: `sacctmgr -n -P ARGS…` prints exactly `expected` (values as sacctmgr 22.05 shows them).
 fn sacctmgr_prints(expected: &str, query: &[&str]) -> Vec<String> {
-    let script = r#"expected=$1; shift; test "$(sacctmgr -n -P "$@")" = "$expected""#;
-    joined(strings(["sh", "-c", script, "sh", expected]), query)
+    let script = format!(r#"{HAS_CONFIG}expected=$1; shift; test "$(sacctmgr -n -P "$@")" = "$expected""#);
+    joined(strings(["sh", "-c", &script, "sh", expected]), query)
 }
 
 /// `sacctmgr -i ARGS…` (no confirmation prompt).
@@ -480,7 +488,7 @@ fn accounting_commands(config: &SlurmConfig, out: &mut Vec<Resource>) {
             "-c",
             "for attempt in $(seq 60); do sacctmgr -n -P show cluster format=Cluster >/dev/null && exit 0; sleep 2; done; exit 1",
         ]),
-        strings(["sacctmgr", "-n", "-P", "show", "cluster", "format=Cluster"]),
+        strings(["sh", "-c", &format!("{HAS_CONFIG}sacctmgr -n -P show cluster format=Cluster >/dev/null")]),
         "wait until slurmdbd answers".to_owned(),
     )
     // sacctmgr reads slurm.conf for the slurmdbd address and needs munge.
@@ -755,6 +763,34 @@ mod tests {
         let slurmd = out.iter().find(|r| r.id.as_str() == "node02:service:slurmd").expect("slurmd");
         assert!(slurmd.depends_on.contains(&devices[0].id));
         crate::graph::build(out).expect("no unknown dependency, no cycle");
+    }
+
+    /// Before deploy there is no slurm.conf: every guard must then say "not done"
+    /// (and at once, without sacctmgr's DNS wait), whatever sacctmgr would print.
+    #[test]
+    fn without_slurm_conf_every_accounting_guard_fails() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // A sacctmgr that prints nothing, as the real one does without a config.
+        let stub = dir.path().join("sacctmgr");
+        std::fs::write(&stub, "#!/bin/sh\nexit 1\n").expect("write stub");
+        std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+        let path = format!("{}:{}", dir.path().display(), std::env::var("PATH").unwrap_or_default());
+        let mut checked = 0;
+        for resource in lab_resources() {
+            let Desired::Command { unless: Some(guard), .. } = &resource.desired else { continue };
+            if !guard.iter().any(|word| word.contains("sacctmgr")) {
+                continue;
+            }
+            let status = std::process::Command::new(&guard[0])
+                .args(&guard[1..])
+                .env("PATH", &path)
+                .env("SLURM_CONF", dir.path().join("no-slurm.conf"))
+                .status()
+                .expect("guard runs");
+            assert!(!status.success(), "{}: guard passes without slurm.conf: {guard:?}", resource.id);
+            checked += 1;
+        }
+        assert_eq!(checked, 15, "ready, cluster, tres, 3 QOS × 2, 2 accounts × 2, 2 users");
     }
 
     fn position(graph: &crate::graph::ResourceGraph, id: &str) -> usize {
