@@ -27,6 +27,17 @@ use crate::inventory::Inventory;
 /// How long a started container may take until sshd answers.
 const READY_TIMEOUT: Duration = Duration::from_mins(3);
 
+/// inotify instances one lab container's processes hold (systemd, journald, logind,
+/// dbus…): 7, measured on pristine and deployed nodes and switches alike.
+const INOTIFY_PER_CONTAINER: u64 = 7;
+
+/// inotify instances root's processes outside the lab may hold (the host's systemd,
+/// dockerd…): a margin. With the default 128, 17 containers start and the 21st did not.
+const INOTIFY_HOST: u64 = 8;
+
+/// Where the kernel keeps the per-user limit of inotify instances.
+const INOTIFY_LIMIT: &str = "/proc/sys/fs/inotify/max_user_instances";
+
 /// Where the lab's SSH files go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Paths {
@@ -97,6 +108,7 @@ pub fn up(docker: &Docker, layout: &Layout, paths: &Paths, progress: &dyn Fn(&st
     let image = image::ensure(docker, &recipe, progress)?;
     let public_key = keys::ensure_key(&paths.identity, &format!("toolkit-lab-{}", layout.cluster))?;
     let cgroup = docker.cgroup_version()?;
+    check_inotify(docker, layout)?;
     let networks_created = ensure_networks(docker, layout, progress)?;
     let prepared = Prepared { image, cgroup, public_key };
 
@@ -152,6 +164,45 @@ pub fn up(docker: &Docker, layout: &Layout, paths: &Paths, progress: &dyn Fn(&st
         layout.containers.first().map_or(Ipv4Addr::UNSPECIFIED, |c| c.management)
     ));
     Ok(UpReport { image: prepared.image, containers: outcomes, networks_created })
+}
+
+/// Every container runs as root of the host, so all their systemd, journald and
+/// dbus processes share root's inotify instances; past the limit (128 by default) a
+/// new container's systemd exits at boot (status 255) and `docker exec` into it
+/// fails. Refuse before, saying how to raise the limit. Only when the daemon is this
+/// machine's can its limit be read here; otherwise nothing is checked.
+fn check_inotify(docker: &Docker, layout: &Layout) -> Result<(), LabError> {
+    let Some(limit) = std::fs::read_to_string(INOTIFY_LIMIT).ok().and_then(|text| text.trim().parse::<u64>().ok())
+    else {
+        return Ok(());
+    };
+    let running = docker.output(&["ps", "--format", "{{.Names}}", "--filter", &format!("label={LABEL}")])?;
+    let running: BTreeSet<&str> = running.lines().map(str::trim).filter(|name| !name.is_empty()).collect();
+    let to_start = layout.containers.iter().filter(|c| !running.contains(c.name.as_str())).count();
+    match inotify_shortfall(limit, running.len(), to_start) {
+        Some(message) => Err(LabError::Conflict(message)),
+        None => Ok(()),
+    }
+}
+
+/// Why `to_start` more containers next to `running` lab containers would exceed
+/// `limit` inotify instances, if they would.
+#[must_use]
+pub fn inotify_shortfall(limit: u64, running: usize, to_start: usize) -> Option<String> {
+    if to_start == 0 {
+        return None;
+    }
+    let containers = u64::try_from(running + to_start).unwrap_or(u64::MAX);
+    let needed = containers.saturating_mul(INOTIFY_PER_CONTAINER).saturating_add(INOTIFY_HOST);
+    (needed > limit).then(|| {
+        let suggested = needed.saturating_mul(2).next_power_of_two().max(1024);
+        format!(
+            "{containers} lab containers ({running} running, {to_start} to start) need about {needed} inotify \
+             instances, and this machine allows {limit} per user (systemd in a container that gets none exits \
+             at boot): raise it with `sudo sysctl -w fs.inotify.max_user_instances={suggested}`, or \
+             `toolkit lab down` another lab"
+        )
+    })
 }
 
 /// What every container creation needs, made once per `up`.
@@ -732,6 +783,17 @@ mod tests {
         let found = parse_ip_address(text);
         assert_eq!(found.get("eth2"), Some(&vec!["10.10.0.11/24".to_owned()]));
         assert_eq!(found.len(), 2);
+    }
+
+    #[test]
+    fn inotify_limit_counts_running_and_new_containers() {
+        assert_eq!(inotify_shortfall(128, 8, 8), None, "two labs fit the default");
+        assert_eq!(inotify_shortfall(128, 24, 0), None, "nothing to start, nothing to check");
+        let message = inotify_shortfall(128, 16, 8).expect("three labs do not");
+        assert!(message.contains("24 lab containers (16 running, 8 to start) need about 176"), "{message}");
+        assert!(message.contains("this machine allows 128"), "{message}");
+        assert!(message.contains("fs.inotify.max_user_instances=1024"), "{message}");
+        assert_eq!(inotify_shortfall(1024, 16, 8), None);
     }
 
     #[test]

@@ -11,6 +11,11 @@ use toolkit::lab::image::Recipe;
 
 const CLUSTER: &str = "lab-it";
 
+/// Held by each test that brings a lab up, so they run one after the other: two labs
+/// at once double the load on a small machine, and every systemd container takes
+/// inotify instances from one per-user limit (see `lab/README.md`).
+pub(crate) static ONE_LAB_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 pub(crate) fn toolkit(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_toolkit")).args(args).current_dir(dir).output().expect("toolkit runs")
 }
@@ -71,6 +76,7 @@ fn labelled(kind: &str) -> Vec<String> {
 
 #[test]
 fn lab_up_ssh_exec_status_down() {
+    let _one_lab = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(reason) = missing_prerequisite() {
         assert!(std::env::var_os("TOOLKIT_REQUIRE_TOOLS").is_none(), "lab test cannot run: {reason}");
         eprintln!("skipped lab test: {reason}");

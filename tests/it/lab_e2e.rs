@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use toolkit::model::Model;
 
-use super::lab::{missing_prerequisite, text, toolkit};
+use super::lab::{ONE_LAB_AT_A_TIME, missing_prerequisite, text, toolkit};
 
 const CLUSTER: &str = "lab-e2e";
 
@@ -99,6 +99,7 @@ fn model(dir: &Path) -> Model {
 
 #[test]
 fn deploy_brings_the_lab_up_end_to_end() {
+    let _one_lab = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(reason) = missing_prerequisite() {
         assert!(std::env::var_os("TOOLKIT_REQUIRE_TOOLS").is_none(), "lab e2e test cannot run: {reason}");
         eprintln!("skipped lab e2e test: {reason}");
