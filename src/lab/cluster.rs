@@ -135,6 +135,9 @@ pub fn up(docker: &Docker, layout: &Layout, paths: &Paths, progress: &dyn Fn(&st
                     ));
                 }
                 if info.state.running {
+                    // A `docker restart` outside toolkit mounts Docker's /etc/hosts
+                    // again, and deploy could not replace it; nothing else is touched.
+                    own_etc_hosts(docker, container)?;
                     Outcome::Kept
                 } else {
                     docker.output(&["start", &container.name])?;
