@@ -94,7 +94,10 @@ impl Executor for FakeHost {
         Ok((self.script.respond)(&self.name, argv))
     }
 
-    async fn exec_with_input(&self, argv: &[String], _input: &[u8]) -> Result<Output, TransportError> {
+    async fn exec_with_input(&self, argv: &[String], input: &[u8]) -> Result<Output, TransportError> {
+        if argv.get(3).map(String::as_str) == Some("toolkit-batch") {
+            return Ok(self.batch(&argv[4..], input).await);
+        }
         self.exec(argv).await
     }
 
@@ -112,6 +115,36 @@ impl Executor for FakeHost {
             return Ok(WriteOutcome::Unchanged);
         }
         Ok(WriteOutcome::Written)
+    }
+}
+
+impl FakeHost {
+    /// Plays a batch script (see `transport::batch`): each file is one scripted
+    /// write, each directory one exec, stopping at the first failing write.
+    async fn batch(&self, mut words: &[String], _input: &[u8]) -> Output {
+        let mut stdout = String::new();
+        while let Some(kind) = words.first() {
+            if kind == "d" {
+                let argv = vec!["mkdir".to_owned(), words[1].clone()];
+                self.script.step(Call::Exec { host: self.name.clone(), argv: argv.clone() }).await;
+                let output = (self.script.respond)(&self.name, &argv);
+                stdout.push_str(if output.success() { "changed\n" } else { "" });
+                words = &words[4..];
+                continue;
+            }
+            let path = words[1].as_str();
+            self.script.step(Call::Write { host: self.name.clone(), path: path.to_owned() }).await;
+            if self.script.failing_writes.contains(path) {
+                return Output {
+                    status: ExitStatus::Code(1),
+                    stdout: stdout.into_bytes(),
+                    stderr: b"rejected".to_vec(),
+                };
+            }
+            stdout.push_str(if self.script.unchanged_writes.contains(path) { "unchanged\n" } else { "written\n" });
+            words = &words[8..];
+        }
+        Output { status: ExitStatus::Code(0), stdout: stdout.into_bytes(), stderr: Vec::new() }
     }
 }
 

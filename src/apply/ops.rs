@@ -11,6 +11,7 @@ use crate::facts::FactError;
 use crate::facts::package::{self, PackageManager, PackageState};
 use crate::facts::service::{self, ActiveState, EnabledState, ServiceFact};
 use crate::resource::{Desired, OnChange};
+use crate::transport::batch::{self, BatchItem};
 use crate::transport::{Executor, TransportError, WriteOutcome, WriteRequest};
 
 /// What a step did.
@@ -73,6 +74,42 @@ pub async fn apply<E: Executor>(executor: &E, desired: &Desired, restart: Option
         Desired::Command { argv, creates, unless, .. } => {
             command(executor, argv, creates.as_deref(), unless.as_deref()).await
         }
+    }
+}
+
+/// Plain files and directories (no check command) in one round trip, in order;
+/// one result per item, `None` for items not attempted after a failure.
+pub async fn write_batch<E: Executor>(executor: &E, desired: &[&Desired]) -> Vec<Option<Result<Step, String>>> {
+    let items: Vec<BatchItem<'_>> = desired
+        .iter()
+        .filter_map(|desired| match desired {
+            Desired::File { path, content, mode, owner, group, .. } => {
+                Some(BatchItem::File { path, contents: content.text().as_bytes(), mode: *mode, owner, group })
+            }
+            Desired::Directory { path, mode, owner } => Some(BatchItem::Directory { path, mode: *mode, owner }),
+            _ => None,
+        })
+        .collect();
+    if items.len() != desired.len() {
+        return vec![Some(Err("only files and directories are written in a batch".to_owned())); desired.len()];
+    }
+    let output = match batch::script(&items) {
+        Ok((argv, input)) => executor.exec_with_input(&argv, &input).await,
+        Err(error) => Err(error),
+    };
+    match output {
+        Ok(output) => batch::interpret(executor.host(), &items, &output)
+            .into_iter()
+            .map(|result| {
+                result.map(|result| {
+                    result.map(|outcome| match outcome {
+                        batch::ItemOutcome::Changed => Step::Changed,
+                        batch::ItemOutcome::Unchanged => Step::Unchanged,
+                    })
+                })
+            })
+            .collect(),
+        Err(error) => vec![Some(Err(error.to_string())); desired.len()],
     }
 }
 

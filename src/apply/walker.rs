@@ -219,6 +219,13 @@ impl<C: Connector> Run<'_, C> {
             let results = self.perform(executor.as_ref(), &batch, work).await;
             let elapsed = began.elapsed();
             for (resource, result) in batch.iter().zip(results) {
+                // Not attempted after a failure earlier in its batch: back to pending,
+                // where it is skipped if it depends on the failure and retried if not.
+                let Some(result) = result else {
+                    pending.push(*resource);
+                    pending.sort_unstable();
+                    continue;
+                };
                 let outcome = match result {
                     Ok(Step::Changed) => Outcome::Changed,
                     Ok(Step::Unchanged) => Outcome::Unchanged,
@@ -294,8 +301,13 @@ impl<C: Connector> Run<'_, C> {
     }
 
     /// `index`, plus, for a package, every other package of the host that is ready
-    /// and to be changed: one `apt-get` for all.
+    /// and to be changed: one `apt-get` for all; for a plain file or directory, every
+    /// other plain file or directory of the host whose dependencies are done or
+    /// earlier in the batch: one round trip for all (the fan-out's common case).
     fn batch(&self, index: usize, pending: &[usize]) -> Vec<usize> {
+        if self.writable(index) {
+            return self.write_batch(index, pending);
+        }
         if !matches!(self.graph.resources[index].desired, Desired::Package { .. }) {
             return vec![index];
         }
@@ -309,8 +321,58 @@ impl<C: Connector> Run<'_, C> {
         batch
     }
 
-    async fn perform(&self, executor: &C::Executor, batch: &[usize], work: Work) -> Vec<Result<Step, String>> {
+    /// A file without a check command (the check runs per file) or a directory.
+    fn writable(&self, index: usize) -> bool {
+        match &self.graph.resources[index].desired {
+            Desired::File { check: None, content, .. } => !content.is_unresolved(),
+            Desired::Directory { .. } => true,
+            _ => false,
+        }
+    }
+
+    fn write_batch(&self, index: usize, pending: &[usize]) -> Vec<usize> {
+        // Bounds keep one script's argv and input reasonable.
+        const MAX_ITEMS: usize = 256;
+        const MAX_BYTES: usize = 16 * 1024 * 1024;
+        let size = |i: usize| match &self.graph.resources[i].desired {
+            Desired::File { content, .. } => content.len(),
+            _ => 0,
+        };
+        let mut batch = vec![index];
+        let mut bytes = size(index);
+        let mut grew = true;
+        while grew && batch.len() < MAX_ITEMS {
+            grew = false;
+            for &other in pending {
+                if batch.len() >= MAX_ITEMS || batch.contains(&other) || !self.changes[other] || !self.writable(other) {
+                    continue;
+                }
+                if bytes + size(other) > MAX_BYTES {
+                    continue;
+                }
+                let state = self.lock();
+                let ready = self.waits[other].iter().all(|dependency| {
+                    batch.contains(dependency)
+                        || matches!(state.outcomes[*dependency], Some((Outcome::Changed | Outcome::Unchanged, _)))
+                });
+                drop(state);
+                if ready {
+                    batch.push(other);
+                    bytes += size(other);
+                    grew = true;
+                }
+            }
+        }
+        batch
+    }
+
+    async fn perform(&self, executor: &C::Executor, batch: &[usize], work: Work) -> Vec<Option<Result<Step, String>>> {
         let resources: Vec<_> = batch.iter().map(|&index| &self.graph.resources[index]).collect();
+        if resources.len() > 1 && self.writable(batch[0]) {
+            tracing::info!(host = executor.host(), items = resources.len(), "writing files");
+            let desired: Vec<&Desired> = resources.iter().map(|resource| &resource.desired).collect();
+            return ops::write_batch(executor, &desired).await;
+        }
         if resources.len() > 1 {
             let names: Vec<String> = resources
                 .iter()
@@ -321,13 +383,13 @@ impl<C: Connector> Run<'_, C> {
                 .collect();
             tracing::info!(host = executor.host(), packages = names.len(), "installing packages");
             return match ops::install_packages(executor, &names).await {
-                Ok(steps) => steps.into_iter().map(Ok).collect(),
-                Err(error) => vec![Err(error.to_string()); batch.len()],
+                Ok(steps) => steps.into_iter().map(|step| Some(Ok(step))).collect(),
+                Err(error) => vec![Some(Err(error.to_string())); batch.len()],
             };
         }
         let resource = resources[0];
         tracing::info!(host = executor.host(), id = %resource.id, "applying");
-        vec![ops::apply(executor, &resource.desired, work.restart).await.map_err(|error| error.to_string())]
+        vec![Some(ops::apply(executor, &resource.desired, work.restart).await.map_err(|error| error.to_string()))]
     }
 
     fn record(&self, index: usize, outcome: Outcome, elapsed: Duration) {
@@ -757,7 +819,7 @@ mod tests {
         let json = serde_json::to_string(&report).expect("json");
         assert_eq!(
             json,
-            r#"{"outcomes":[{"id":"n:file:/x","target":"n","outcome":"skipped","reason":"upstream","id":"h:file:/y","elapsed_ms":0}],"cancelled":false,"aborted":false}"#
+            r#"{"outcomes":[{"id":"n:file:/x","target":"n","outcome":"skipped","reason":"upstream","failed_upstream":"h:file:/y","elapsed_ms":0}],"cancelled":false,"aborted":false}"#
         );
     }
 }

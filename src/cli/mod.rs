@@ -6,6 +6,7 @@ mod deploy;
 mod lab;
 mod lint;
 mod live;
+mod parse;
 mod plan;
 mod push;
 mod report;
@@ -52,6 +53,8 @@ pub enum Command {
     Lab(lab::Args),
     /// The acceptance report (HTML, JUnit XML, JSON, Markdown) from a results file.
     Report(report::Args),
+    /// Read one acceptance-tool output (nccl-tests, dcgmi, ibstat…) as toolkit does.
+    Parse(parse::Args),
 }
 
 /// How results are printed on stdout.
@@ -99,6 +102,7 @@ pub fn run() -> ExitCode {
         Command::Push(args) => push::run(&args),
         Command::Lab(args) => lab::run(&args),
         Command::Report(args) => report::run(&args),
+        Command::Parse(args) => parse::run(&args),
     };
     match status {
         Ok(status) => status.into(),

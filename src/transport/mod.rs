@@ -8,6 +8,7 @@
 //! command goes through [`quote::command_line`], so no value reaches a remote shell
 //! unquoted.
 
+pub mod batch;
 pub mod known_hosts;
 pub mod quote;
 pub mod ssh;
