@@ -141,6 +141,22 @@ impl Finding {
         out
     }
 
+    /// Every device the finding names (both ends of each cable involved): a switch's
+    /// work order lists the findings that name it, including a switch-to-switch cable
+    /// reported from the other end.
+    #[must_use]
+    pub fn devices(&self) -> BTreeSet<&str> {
+        let ends: Vec<&End> = match self {
+            Self::Swapped { first, second } => vec![&first.local, &first.remote, &second.local, &second.remote],
+            Self::Moved { expected, found_at: other } | Self::Wrong { expected, found: other } => {
+                vec![&expected.local, &expected.remote, other]
+            }
+            Self::Missing { expected } => vec![&expected.local, &expected.remote],
+            Self::Extra { observed } => vec![&observed.local, &observed.remote],
+        };
+        ends.into_iter().map(|end| end.device.as_str()).collect()
+    }
+
     /// The kind, as the work order says it.
     #[must_use]
     pub const fn kind(&self) -> &'static str {
@@ -191,11 +207,9 @@ impl fmt::Display for Finding {
                     first.local, second.remote, second.local, first.remote
                 )
             }
-            Self::Moved { expected, found_at } => write!(
-                formatter,
-                "moved: the cable {expected} is in {found_at}: move it to {}",
-                expected.local
-            ),
+            Self::Moved { expected, found_at } => {
+                write!(formatter, "moved: the cable {expected} is in {found_at}: move it to {}", expected.local)
+            }
             Self::Wrong { expected, found } => write!(
                 formatter,
                 "wrong: {} has {found}, the plan says {} (cable {expected})",
@@ -587,7 +601,9 @@ mod tests {
             if neighbor.local_interface.starts_with("swp") && neighbor.local_interface != "swp26" {
                 neighbor.local_interface = HOST_INTERFACE.to_owned();
             }
-            if neighbor.system_name.as_deref() == Some("node01.lab.internal") && neighbor.port_description.as_deref() == Some("rail0") {
+            if neighbor.system_name.as_deref() == Some("node01.lab.internal")
+                && neighbor.port_description.as_deref() == Some("rail0")
+            {
                 // Only the port MAC names the port (lldpd's default port id), in any case.
                 neighbor.port_description = None;
                 neighbor.port_id = Some("02:42:0A:c8:00:02".to_owned());
@@ -599,7 +615,10 @@ mod tests {
         reports.get_mut("leaf0").expect("leaf0").push(neighbor(HOST_INTERFACE, "node02", "rail1"));
         reports.get_mut("leaf1").expect("leaf1").retain(|n| n.system_name.as_deref() != Some("node02.lab.internal"));
         let diff = run(&plan, &reports);
-        assert_eq!(lines(&diff), ["moved: the cable leaf1 swp2 <-> node02 rail1 is in leaf0 hosts: move it to leaf1 swp2"]);
+        assert_eq!(
+            lines(&diff),
+            ["moved: the cable leaf1 swp2 <-> node02 rail1 is in leaf0 hosts: move it to leaf1 swp2"]
+        );
     }
 
     #[test]

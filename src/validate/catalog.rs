@@ -126,8 +126,11 @@ fn user_files(dir: &Path, problems: &mut Diagnostics) -> Vec<std::path::PathBuf>
         Ok(entries) => entries,
         Err(error) => {
             problems.push(
-                Diagnostic::error("unreadable-file", format!("cannot read the validators directory `{}`: {error}", dir.display()))
-                    .help("give a directory of validator YAML files with `--validators DIR`"),
+                Diagnostic::error(
+                    "unreadable-file",
+                    format!("cannot read the validators directory `{}`: {error}", dir.display()),
+                )
+                .help("give a directory of validator YAML files with `--validators DIR`"),
             );
             return Vec::new();
         }
@@ -161,7 +164,7 @@ mod tests {
             .expect("validators/")
             .filter_map(Result::ok)
             .map(|entry| entry.file_name().to_string_lossy().into_owned())
-            .filter(|name| name.ends_with(".yaml"))
+            .filter(|name| Path::new(name).extension().is_some_and(|ext| ext == "yaml"))
             .collect();
         on_disk.sort();
         let mut embedded: Vec<String> = BUILTIN.iter().map(|(name, _)| (*name).to_owned()).collect();

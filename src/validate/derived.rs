@@ -126,7 +126,12 @@ pub fn derive(name: &str, input: &DeriveInput<'_>) -> Result<Derived, String> {
             let node = first.ok_or("the subject has no node")?;
             Ok(Derived {
                 value: node.rails.len() as f64,
-                detail: format!("`{}` has {} rail NIC(s) in node group `{}`", node.name, node.rails.len(), model.groups[node.group].name),
+                detail: format!(
+                    "`{}` has {} rail NIC(s) in node group `{}`",
+                    node.name,
+                    node.rails.len(),
+                    model.groups[node.group].name
+                ),
             })
         }
         "host_mtu" => {
@@ -136,7 +141,9 @@ pub fn derive(name: &str, input: &DeriveInput<'_>) -> Result<Derived, String> {
         "link_speed_gbps" => Ok(Derived { value: f64::from(link), detail: format!("fabric link speed {link} Gb/s") }),
         "rdma_bandwidth_gbps" => Ok(Derived {
             value: f64::from(link) * RDMA_FRACTION,
-            detail: format!("{link} Gb/s link x {RDMA_FRACTION} (NGC-Ready multinode certification: >= 90 % of port speed)"),
+            detail: format!(
+                "{link} Gb/s link x {RDMA_FRACTION} (NGC-Ready multinode certification: >= 90 % of port speed)"
+            ),
         }),
         "nccl_busbw_inter_node" => {
             let rails = input.nodes.iter().map(|node| node.rails.len()).min().unwrap_or(0);
@@ -166,13 +173,19 @@ pub fn derive(name: &str, input: &DeriveInput<'_>) -> Result<Derived, String> {
                 .iter()
                 .find(|(known, _)| *known == gpu.name)
                 .ok_or_else(|| format!("{} GPUs have no NVLink figure", gpu.name))?;
-            Ok(Derived { value: f64::from(*links), detail: format!("{}: {links} NVLink links per GPU (data sheet)", gpu.name) })
+            Ok(Derived {
+                value: f64::from(*links),
+                detail: format!("{}: {links} NVLink links per GPU (data sheet)", gpu.name),
+            })
         }
         "bgp_sessions" => {
             let index = input.switch.ok_or("the subject is not a switch")?;
             let switch = model.fabric.switches.get(index).ok_or("the switch is not in the model")?;
             let ports = model.fabric.links_of(index).count();
-            Ok(Derived { value: ports as f64, detail: format!("`{}` has {ports} fabric port(s) in the cabling plan", switch.name) })
+            Ok(Derived {
+                value: ports as f64,
+                detail: format!("`{}` has {ports} fabric port(s) in the cabling plan", switch.name),
+            })
         }
         "storage_read_mbps" | "storage_write_mbps" => {
             let node = first.ok_or("the subject has no node")?;
@@ -192,7 +205,10 @@ pub fn derive(name: &str, input: &DeriveInput<'_>) -> Result<Derived, String> {
             let per_drive = if read { NVME_READ_MBPS } else { NVME_WRITE_MBPS };
             Ok(Derived {
                 value: f64::from(drives) * per_drive,
-                detail: format!("{drives} local NVMe x {per_drive} MB/s sequential {} floor", if read { "read" } else { "write" }),
+                detail: format!(
+                    "{drives} local NVMe x {per_drive} MB/s sequential {} floor",
+                    if read { "read" } else { "write" }
+                ),
             })
         }
         other => Err(format!("unknown derived threshold `{other}`")),
@@ -251,7 +267,14 @@ mod tests {
         // 8 local NVMe: 8 x 1000 MB/s read, 8 x 500 MB/s write.
         assert!((value(&spod, "storage_read_mbps", "dgx001").value - 8000.0).abs() < 1e-9);
         assert!((value(&spod, "storage_write_mbps", "dgx001").value - 4000.0).abs() < 1e-9);
-        assert!(derive("nccl_busbw_intra_node", &DeriveInput { model: &spod, nodes: &[&spod.nodes[0]], switch: None, selected: 1 }).is_err(), "mgmt01 has no GPUs");
+        assert!(
+            derive(
+                "nccl_busbw_intra_node",
+                &DeriveInput { model: &spod, nodes: &[&spod.nodes[0]], switch: None, selected: 1 }
+            )
+            .is_err(),
+            "mgmt01 has no GPUs"
+        );
     }
 
     #[test]
@@ -263,7 +286,8 @@ mod tests {
         assert!((intra.value - 431.0).abs() < 1e-9 && intra.detail.contains("H200"), "{intra:?}");
         assert!((value(&h200, "host_mtu", "gpu001").value - 9000.0).abs() < 1e-9);
         let nodes: Vec<&Node> = h200.nodes.iter().filter(|n| n.name.starts_with("gpu")).collect();
-        let total = derive("gpu_count", &DeriveInput { model: &h200, nodes: &nodes, switch: None, selected: 64 }).expect("derives");
+        let total = derive("gpu_count", &DeriveInput { model: &h200, nodes: &nodes, switch: None, selected: 64 })
+            .expect("derives");
         assert!((total.value - 512.0).abs() < 1e-9);
     }
 

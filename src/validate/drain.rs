@@ -73,9 +73,16 @@ impl Action {
     pub fn argv(&self) -> Option<Vec<String>> {
         let words: Vec<String> = match self {
             Self::Drain { node, reason } => {
-                vec!["update".to_owned(), format!("nodename={node}"), "state=drain".to_owned(), format!("reason={reason}")]
+                vec![
+                    "update".to_owned(),
+                    format!("nodename={node}"),
+                    "state=drain".to_owned(),
+                    format!("reason={reason}"),
+                ]
             }
-            Self::Resume { node, .. } => vec!["update".to_owned(), format!("nodename={node}"), "state=resume".to_owned()],
+            Self::Resume { node, .. } => {
+                vec!["update".to_owned(), format!("nodename={node}"), "state=resume".to_owned()]
+            }
             Self::LeaveAlone { .. } | Self::Unknown { .. } => return None,
         };
         Some(std::iter::once("scontrol".to_owned()).chain(words).collect())
@@ -87,10 +94,9 @@ impl fmt::Display for Action {
         match self {
             Self::Drain { node, reason } => write!(formatter, "drain {node} (reason {reason})"),
             Self::Resume { node, was } => write!(formatter, "resume {node} (drained for {was}, now passes)"),
-            Self::LeaveAlone { node, reason, failed } => write!(
-                formatter,
-                "leave {node} as it is: drained by someone else (`{reason}`); it failed {failed}"
-            ),
+            Self::LeaveAlone { node, reason, failed } => {
+                write!(formatter, "leave {node} as it is: drained by someone else (`{reason}`); it failed {failed}")
+            }
             Self::Unknown { node } => write!(formatter, "cannot drain {node}: Slurm does not know it"),
         }
     }
@@ -212,7 +218,10 @@ mod tests {
             ("node02", "gpu-health", Verdict::Passed),
         ]);
         let actions = plan(&states, &found);
-        assert_eq!(actions, [Action::Drain { node: "node01".to_owned(), reason: "toolkit:gpu-health,nccl-pairwise".to_owned() }]);
+        assert_eq!(
+            actions,
+            [Action::Drain { node: "node01".to_owned(), reason: "toolkit:gpu-health,nccl-pairwise".to_owned() }]
+        );
         assert_eq!(
             actions[0].argv().expect("a command"),
             ["scontrol", "update", "nodename=node01", "state=drain", "reason=toolkit:gpu-health,nccl-pairwise"]
@@ -253,7 +262,10 @@ mod tests {
     fn a_toolkit_reason_is_updated_to_what_fails_now() {
         let states = [state("node01", true, Some("toolkit:gpu-health"))];
         let found = verdicts(&[("node01", "gpu-health", Verdict::Passed), ("node01", "mtu", Verdict::Failed)]);
-        assert_eq!(plan(&states, &found), [Action::Drain { node: "node01".to_owned(), reason: "toolkit:mtu".to_owned() }]);
+        assert_eq!(
+            plan(&states, &found),
+            [Action::Drain { node: "node01".to_owned(), reason: "toolkit:mtu".to_owned() }]
+        );
         let found = verdicts(&[("node01", "gpu-health", Verdict::Failed)]);
         assert!(plan(&states, &found).is_empty(), "already drained for exactly that");
         let found = verdicts(&[("ghost", "gpu-health", Verdict::Failed)]);

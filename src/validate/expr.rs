@@ -16,6 +16,7 @@ use std::sync::OnceLock;
 use minijinja::value::{Rest, Value, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, UndefinedBehavior};
 
+use super::parsers;
 use crate::model::hostlist;
 use crate::transport::quote::quote;
 
@@ -29,7 +30,7 @@ pub const LOCAL_PARSERS: &[(&str, &str)] = &[
 /// Every parser name a validator may use: the local ones and the tool parsers.
 #[must_use]
 pub fn parser_names() -> Vec<&'static str> {
-    LOCAL_PARSERS.iter().map(|(name, _)| *name).collect()
+    LOCAL_PARSERS.iter().chain(parsers::PARSERS).map(|(name, _)| *name).collect()
 }
 
 /// Parses `text` with the parser called `name`.
@@ -54,7 +55,7 @@ pub fn parse(name: &str, text: &str) -> Result<serde_json::Value, String> {
                 .collect(),
         )),
         "text" => Ok(serde_json::Value::String(text.to_owned())),
-        other => Err(format!("unknown parser `{other}`")),
+        other => parsers::parse_by_name(other, text).map_err(|error| error.to_string()),
     }
 }
 
@@ -91,8 +92,11 @@ fn text_env() -> &'static Environment<'static> {
 fn base_env() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
-    if let Ok(syntax) =
-        minijinja::syntax::SyntaxConfig::builder().trim_blocks(true).lstrip_blocks(true).keep_trailing_newline(true).build()
+    if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder()
+        .trim_blocks(true)
+        .lstrip_blocks(true)
+        .keep_trailing_newline(true)
+        .build()
     {
         env.set_syntax(syntax);
     }
@@ -119,6 +123,7 @@ fn flatten(value: &Value) -> Result<Value, Error> {
 /// The values of a map whose keys contain every one of `parts` (`ecc_errors |
 /// matching("Volatile", "Uncorrectable")`).
 fn matching(map: &Value, parts: Rest<String>) -> Result<Value, Error> {
+    let parts = parts.0;
     let mut out = Vec::new();
     for key in map.try_iter()? {
         let name = key.to_string();
@@ -246,27 +251,27 @@ fn describe(error: &Error) -> String {
 mod tests {
     use super::*;
 
-    fn context(json: serde_json::Value) -> Value {
-        to_value(&json)
+    fn context(json: &serde_json::Value) -> Value {
+        to_value(json)
     }
 
     #[test]
     fn every_interpolated_value_is_one_quoted_word() {
-        let ctx = context(serde_json::json!({
+        let ctx = context(&serde_json::json!({
             "node": { "name": "node01", "netdev": "rail 0; rm -rf /", "mtu": 9000 },
             "list": ["node01", "node02", "node03"]
         }));
-        let script = render_command("ping -s {{ node.mtu - 28 }} -I {{ node.netdev }} {{ node.name }}", &ctx)
-            .expect("renders");
+        let script =
+            render_command("ping -s {{ node.mtu - 28 }} -I {{ node.netdev }} {{ node.name }}", &ctx).expect("renders");
         assert_eq!(script, "ping -s 8972 -I 'rail 0; rm -rf /' node01");
-        let script = render_command("srun -w {{ list | hostlist }} {{ '$HOME' }} {{ '$HOME' | safe }}", &ctx)
-            .expect("renders");
+        let script =
+            render_command("srun -w {{ list | hostlist }} {{ '$HOME' }} {{ '$HOME' | safe }}", &ctx).expect("renders");
         assert_eq!(script, "srun -w 'node[01-03]' '$HOME' $HOME");
     }
 
     #[test]
     fn undefined_and_none_values_are_errors_not_empty_words() {
-        let ctx = context(serde_json::json!({ "node": { "gpu": null } }));
+        let ctx = context(&serde_json::json!({ "node": { "gpu": null } }));
         let error = render_command("nvidia-smi -i {{ node.gpus }}", &ctx).expect_err("undefined");
         assert!(error.contains("undefined"), "{error}");
         let error = render_command("echo {{ node.gpu }}", &ctx).expect_err("none");
@@ -275,7 +280,7 @@ mod tests {
 
     #[test]
     fn expressions_read_outputs_with_the_helper_filters() {
-        let ctx = context(serde_json::json!({
+        let ctx = context(&serde_json::json!({
             "output": {
                 "families": [{ "peers": [{ "state": "Established" }, { "state": "Idle" }] }, { "peers": [{ "state": "Established" }] }],
                 "ecc": { "Volatile/SRAM Uncorrectable": 1, "Volatile/DRAM Uncorrectable": 2, "Aggregate/DRAM Uncorrectable": 7, "Volatile/SRAM Correctable": null }

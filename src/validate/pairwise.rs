@@ -99,7 +99,8 @@ pub fn second_pass(first_pass: &[PairResult]) -> Vec<(String, String)> {
 #[must_use]
 pub fn judge(first_pass: &[PairResult], second: &[PairResult]) -> Judgement {
     let first_failed = nodes_with(first_pass, PairOutcome::Failed);
-    let mut passed: BTreeSet<String> = nodes_with(first_pass, PairOutcome::Passed).into_iter().map(str::to_owned).collect();
+    let mut passed: BTreeSet<String> =
+        nodes_with(first_pass, PairOutcome::Passed).into_iter().map(str::to_owned).collect();
     passed.extend(nodes_with(second, PairOutcome::Passed).into_iter().map(str::to_owned));
     // A known-good partner in a failing re-test did not fail: only first-pass suspects can.
     let mut failed: BTreeSet<String> = nodes_with(second, PairOutcome::Failed)
@@ -168,7 +169,8 @@ mod tests {
 
     #[test]
     fn errors_are_no_evidence_and_ring_passes_clear_nodes() {
-        let first = [PairResult::new("a", "b", Error), PairResult::new("b", "c", Passed), PairResult::new("c", "a", Failed)];
+        let first =
+            [PairResult::new("a", "b", Error), PairResult::new("b", "c", Passed), PairResult::new("c", "a", Failed)];
         // c passed with b, so only a is a suspect; a is re-tested with b or c.
         assert_eq!(suspects(&first), ["a"]);
         assert_eq!(second_pass(&first), [("a".to_owned(), "b".to_owned())]);

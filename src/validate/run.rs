@@ -39,7 +39,7 @@ use super::spec::{
 use super::subjects::{self, Expansion, Site, Subject};
 use crate::blueprint::schema::{AcceptanceMode, FabricKind, Role, SchedulerKind};
 use crate::model::Model;
-use crate::transport::{Connector, ExitStatus, Executor as _};
+use crate::transport::{Connector, Executor as _, ExitStatus};
 
 /// Lines of output kept as evidence.
 pub const EVIDENCE_LINES: usize = 20;
@@ -66,7 +66,7 @@ pub struct RunOptions {
     /// Stops starting new subjects when cancelled (Ctrl-C).
     pub cancel: Option<CancellationToken>,
     /// Called as subjects finish.
-    pub progress: Option<Arc<dyn Fn(&Progress) + Send + Sync>>,
+    pub progress: Option<ProgressFn>,
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -79,6 +79,9 @@ impl std::fmt::Debug for RunOptions {
             .finish_non_exhaustive()
     }
 }
+
+/// A progress callback.
+pub type ProgressFn = Arc<dyn Fn(&Progress) + Send + Sync>;
 
 /// What happened, as it happens.
 #[derive(Debug, Clone, PartialEq)]
@@ -184,7 +187,12 @@ pub struct RunOutcome {
 /// # Errors
 /// Every problem with the selection: unknown ids in `--only` or the blueprint,
 /// unknown override names, unknown `--nodes`.
-pub fn plan<'a>(catalog: &'a Catalog, model: &Model, site: &Site, options: &RunOptions) -> Result<Vec<Planned<'a>>, Vec<String>> {
+pub fn plan<'a>(
+    catalog: &'a Catalog,
+    model: &Model,
+    site: &Site,
+    options: &RunOptions,
+) -> Result<Vec<Planned<'a>>, Vec<String>> {
     let mut problems = Vec::new();
     let ids: Vec<&str> = catalog.ids().collect();
     let unknown = |id: &str| match crate::diagnostic::did_you_mean(id, ids.iter().copied()) {
@@ -192,7 +200,8 @@ pub fn plan<'a>(catalog: &'a Catalog, model: &Model, site: &Site, options: &RunO
         None => format!("unknown validator `{id}`; known: {}", ids.join(", ")),
     };
     if let Some(only) = &options.only {
-        problems.extend(only.iter().filter(|id| catalog.get(id).is_none()).map(|id| format!("--only: {}", unknown(id))));
+        problems
+            .extend(only.iter().filter(|id| catalog.get(id).is_none()).map(|id| format!("--only: {}", unknown(id))));
     }
     if let Some(nodes) = &options.nodes {
         let known: BTreeSet<&str> = model.nodes.iter().map(|node| node.name.as_str()).collect();
@@ -303,7 +312,9 @@ pub fn unmet(model: &Model, requirements: &[Requirement]) -> Option<String> {
             Requirement::Infiniband => {
                 (model.fabric.kind == FabricKind::Infiniband, "applies to InfiniBand fabrics; this one is RoCE")
             }
-            Requirement::Roce => (model.fabric.kind == FabricKind::Roce, "applies to RoCE fabrics; this one is InfiniBand"),
+            Requirement::Roce => {
+                (model.fabric.kind == FabricKind::Roce, "applies to RoCE fabrics; this one is InfiniBand")
+            }
             Requirement::Rails => (
                 model.nodes.iter().any(|node| !node.rails.is_empty()),
                 "needs nodes on the compute fabric: no node has rail NICs",
@@ -335,8 +346,16 @@ pub async fn execute<C: Connector>(
             Disposition::Skip(reason) => (vec![SubjectResult::skipped(&model.name, reason.clone())], BTreeMap::new()),
             Disposition::Fail(reason) => (vec![SubjectResult::error(&model.name, reason.clone())], BTreeMap::new()),
             Disposition::Run { expansion, limits, params } => {
-                let runner =
-                    ValidatorRun { spec, model, site, connector, options, limits, params, selected: expansion.selected.len() };
+                let runner = ValidatorRun {
+                    spec,
+                    model,
+                    site,
+                    connector,
+                    options,
+                    limits,
+                    params,
+                    selected: expansion.selected.len(),
+                };
                 runner.run(expansion).await
             }
         };
@@ -354,7 +373,11 @@ pub async fn execute<C: Connector>(
         };
         report(
             options,
-            &Progress::Finished { id: spec.id.clone(), verdict: result.verdict(), seconds: started.elapsed().as_secs_f64() },
+            &Progress::Finished {
+                id: spec.id.clone(),
+                verdict: result.verdict(),
+                seconds: started.elapsed().as_secs_f64(),
+            },
         );
         outcome.validators.push(result);
     }
@@ -400,7 +423,13 @@ enum Problem {
 
 impl Record {
     fn empty() -> Self {
-        Self { output: serde_json::Value::Null, status: serde_json::Map::new(), evidence: None, seconds: 0.0, problem: None }
+        Self {
+            output: serde_json::Value::Null,
+            status: serde_json::Map::new(),
+            evidence: None,
+            seconds: 0.0,
+            problem: None,
+        }
     }
 
     fn stopped(problem: Problem) -> Self {
@@ -479,7 +508,9 @@ impl<C: Connector> ValidatorRun<'_, C> {
         if self.options.cancel.as_ref().is_some_and(CancellationToken::is_cancelled) {
             return Record::stopped(Problem::Skipped("interrupted before it started (Ctrl-C)".to_owned()));
         }
-        for host in std::iter::once(&subject.host).chain(subject.server_host.as_ref().filter(|_| self.spec.server.is_some())) {
+        for host in
+            std::iter::once(&subject.host).chain(subject.server_host.as_ref().filter(|_| self.spec.server.is_some()))
+        {
             if !self.site.hosts.contains(host) {
                 return Record::stopped(Problem::Skipped(format!("`{host}` is not in the inventory")));
             }
@@ -510,7 +541,9 @@ impl<C: Connector> ValidatorRun<'_, C> {
         };
         let script = match expr::render_command(&server.command, &subject.context) {
             Ok(script) => script,
-            Err(error) => return Record::stopped(Problem::Error(format!("the server command does not render: {error}"))),
+            Err(error) => {
+                return Record::stopped(Problem::Error(format!("the server command does not render: {error}")));
+            }
         };
         let peer = match self.connector.connect(server_host).await {
             Ok(peer) => peer,
@@ -575,7 +608,8 @@ impl<C: Connector> ValidatorRun<'_, C> {
     }
 
     async fn run_steps<E: crate::transport::Executor>(&self, session: &E, subject: &Subject) -> Record {
-        let steps: Vec<_> = self.spec.steps().into_iter().filter(|step| unmet(self.model, &step.when).is_none()).collect();
+        let steps: Vec<_> =
+            self.spec.steps().into_iter().filter(|step| unmet(self.model, &step.when).is_none()).collect();
         let mut record = Record::empty();
         let mut outputs = serde_json::Map::new();
         let mut scripts = Vec::new();
@@ -644,7 +678,11 @@ impl<C: Connector> ValidatorRun<'_, C> {
                     };
                     record.problem = Some(Problem::Error(match failed {
                         Some(status) => {
-                            let said = stderr.lines().chain(stdout.lines()).rfind(|line| !line.trim().is_empty()).unwrap_or("no output");
+                            let said = stderr
+                                .lines()
+                                .chain(stdout.lines())
+                                .rfind(|line| !line.trim().is_empty())
+                                .unwrap_or("no output");
                             format!("`{}` failed ({status}): {}", first_line(&script), said.trim())
                         }
                         None => format!("{} parser: {message}", step.parser),
@@ -688,13 +726,16 @@ impl<C: Connector> ValidatorRun<'_, C> {
             let findings: Vec<String> = diff
                 .findings
                 .iter()
-                .filter(|finding| finding.switches().contains(subject.name.as_str()))
+                .filter(|finding| finding.devices().contains(subject.name.as_str()))
                 .map(ToString::to_string)
                 .collect();
             let expected = plan.views.iter().filter(|view| view.local.device == subject.name).count();
             let verified = diff.verified.iter().filter(|view| view.local.device == subject.name).count();
             if let serde_json::Value::Object(map) = &mut record.output {
-                map.insert("cabling".to_owned(), json!({ "findings": findings, "expected": expected, "verified": verified }));
+                map.insert(
+                    "cabling".to_owned(),
+                    json!({ "findings": findings, "expected": expected, "verified": verified }),
+                );
             }
         }
     }
@@ -720,13 +761,23 @@ impl<C: Connector> ValidatorRun<'_, C> {
                 .iter()
                 .zip(results.iter())
                 .filter(|(subject, _)| subject.rail == lane && subject.nodes.len() == 2)
-                .map(|(subject, result)| PairResult::new(name(subject.nodes[0]), name(subject.nodes[1]), outcome(result.verdict)))
+                .map(|(subject, result)| {
+                    PairResult::new(name(subject.nodes[0]), name(subject.nodes[1]), outcome(result.verdict))
+                })
                 .collect();
             let retests: Vec<Subject> = pairwise::second_pass(&first)
                 .iter()
                 .filter_map(|(suspect, partner)| {
                     let (a, b) = (index_of.get(suspect.as_str())?, index_of.get(partner.as_str())?);
-                    Some(subjects::pair_subject(self.model, &base, controller.as_deref(), *a, *b, lane, " (second pass)"))
+                    Some(subjects::pair_subject(
+                        self.model,
+                        &base,
+                        controller.as_deref(),
+                        *a,
+                        *b,
+                        lane,
+                        " (second pass)",
+                    ))
                 })
                 .collect();
             let records = self.run_all(&retests).await;
@@ -796,11 +847,12 @@ impl<C: Connector> ValidatorRun<'_, C> {
             subject.context.clone(),
         ]);
         let nodes: Vec<&crate::model::Node> = subject.nodes.iter().map(|&index| &self.model.nodes[index]).collect();
-        let derive_input = DeriveInput { model: self.model, nodes: &nodes, switch: subject.switch, selected: self.selected };
+        let derive_input =
+            DeriveInput { model: self.model, nodes: &nodes, switch: subject.switch, selected: self.selected };
         let mut measurements = Vec::new();
         let mut values: BTreeMap<String, f64> = BTreeMap::new();
         let mut missing = Vec::new();
-        let mut notes = Vec::new();
+        let mut unlimited = Vec::new();
         let mut failing: Vec<(Severity, String)> = Vec::new();
         for spec in self.spec.measurements.iter().filter(|m| unmet(self.model, &m.when).is_none()) {
             let limits: Vec<&Limit> = self.limits.iter().filter(|limit| limit.measurement == spec.name).collect();
@@ -815,14 +867,19 @@ impl<C: Connector> ValidatorRun<'_, C> {
             };
             values.insert(spec.name.clone(), value);
             if limits.is_empty() {
-                measurements.push(Measurement { name: spec.label.clone(), value, unit: spec.unit.clone(), threshold: None });
+                measurements.push(Measurement {
+                    name: spec.label.clone(),
+                    value,
+                    unit: spec.unit.clone(),
+                    threshold: None,
+                });
                 continue;
             }
             for limit in limits {
                 let threshold = match resolve(limit, &derive_input) {
                     Ok(threshold) => Some(threshold),
                     Err(why) => {
-                        notes.push(format!("no limit for {}: {why}", spec.label));
+                        unlimited.push(format!("no limit for {}: {why}", spec.label));
                         None
                     }
                 };
@@ -841,14 +898,15 @@ impl<C: Connector> ValidatorRun<'_, C> {
             (Verdict::Error, Some(format!("could not measure {}", missing.join("; "))))
         } else if let Some(reason) = first_of(Severity::Warning) {
             (Verdict::Warning, Some(reason))
-        } else if !notes.is_empty() {
-            (Verdict::Warning, Some(notes.join("; ")))
+        } else if !unlimited.is_empty() {
+            (Verdict::Warning, Some(unlimited.join("; ")))
         } else {
             (Verdict::Passed, None)
         };
         let reason = match (reason, &self.spec.explain) {
             (Some(reason), Some(template)) if verdict != Verdict::Error => {
-                let explain_context = minijinja::value::merge_maps([expr::to_value(&json!({ "measured": values })), context.clone()]);
+                let explain_context =
+                    minijinja::value::merge_maps([expr::to_value(&json!({ "measured": values })), context.clone()]);
                 match expr::render_text(template, &explain_context) {
                     Ok(text) if text.is_empty() => Some(reason),
                     Ok(text) => Some(format!("{reason}: {text}")),
@@ -922,7 +980,9 @@ fn resolve(limit: &Limit, input: &DeriveInput<'_>) -> Result<Threshold, String> 
         LimitSource::Fixed { value, reference } => {
             (*value, Provenance { kind: ProvenanceKind::Default, detail: reference.clone() })
         }
-        LimitSource::Blueprint { value, key } => (*value, Provenance { kind: ProvenanceKind::Blueprint, detail: key.clone() }),
+        LimitSource::Blueprint { value, key } => {
+            (*value, Provenance { kind: ProvenanceKind::Blueprint, detail: key.clone() })
+        }
         LimitSource::Derived(name) => {
             let derived = derived::derive(name, input)?;
             (derived.value, Provenance { kind: ProvenanceKind::Model, detail: derived.detail })
@@ -968,8 +1028,7 @@ fn measure(spec: &MeasurementSpec, context: &Value) -> Result<f64, String> {
         return Ok(kept.len() as f64);
     }
     let expression = spec.value.as_deref().unwrap_or_default();
-    let values: Vec<Value> =
-        kept.iter().map(|scoped| expr::evaluate(expression, scoped)).collect::<Result<_, _>>()?;
+    let values: Vec<Value> = kept.iter().map(|scoped| expr::evaluate(expression, scoped)).collect::<Result<_, _>>()?;
     if aggregate == Aggregate::Distinct {
         let distinct: BTreeSet<String> = values.iter().filter(|v| !v.is_none()).map(ToString::to_string).collect();
         return Ok(distinct.len() as f64);

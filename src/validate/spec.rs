@@ -399,12 +399,9 @@ impl ValidatorSpec {
     #[must_use]
     pub fn steps(&self) -> Vec<ResolvedStep> {
         match (&self.command, &self.parser) {
-            (Some(command), Some(parser)) => vec![ResolvedStep {
-                name: None,
-                command: command.clone(),
-                parser: parser.clone(),
-                when: Vec::new(),
-            }],
+            (Some(command), Some(parser)) => {
+                vec![ResolvedStep { name: None, command: command.clone(), parser: parser.clone(), when: Vec::new() }]
+            }
             _ => self
                 .steps
                 .iter()
@@ -441,35 +438,85 @@ impl ValidatorSpec {
             out.push(Diagnostic::error(id, message).at(source, at).help(help.to_owned()));
         };
         if !is_slug(&self.id, '-') {
-            error("validator-id", "id", format!("`{}` is not a validator id", self.id), "use lowercase letters, digits and `-`, e.g. `nccl-pairwise`");
+            error(
+                "validator-id",
+                "id",
+                format!("`{}` is not a validator id", self.id),
+                "use lowercase letters, digits and `-`, e.g. `nccl-pairwise`",
+            );
         }
         if !is_slug(&self.failure, '-') {
-            error("validator-failure", "failure", format!("`{}` is not a failure name", self.failure), "use lowercase letters, digits and `-`, e.g. `gpu-count-wrong`");
+            error(
+                "validator-failure",
+                "failure",
+                format!("`{}` is not a failure name", self.failure),
+                "use lowercase letters, digits and `-`, e.g. `gpu-count-wrong`",
+            );
         }
-        for (key, text) in [("title", &self.title), ("docs.what", &self.docs.what), ("docs.why", &self.docs.why), ("docs.fix", &self.docs.fix)] {
+        for (key, text) in [
+            ("title", &self.title),
+            ("docs.what", &self.docs.what),
+            ("docs.why", &self.docs.why),
+            ("docs.fix", &self.docs.fix),
+        ] {
             if text.trim().is_empty() {
-                error("validator-empty", key, format!("`{key}` is empty"), "say it in a sentence: the report shows it to the customer");
+                error(
+                    "validator-empty",
+                    key,
+                    format!("`{key}` is empty"),
+                    "say it in a sentence: the report shows it to the customer",
+                );
             }
         }
         if self.timeout == 0 {
-            error("validator-timeout", "timeout", "`timeout: 0` would kill every command at once".to_owned(), "give seconds, e.g. `timeout: 300`");
+            error(
+                "validator-timeout",
+                "timeout",
+                "`timeout: 0` would kill every command at once".to_owned(),
+                "give seconds, e.g. `timeout: 300`",
+            );
         }
         if self.concurrency == Some(0) {
-            error("validator-concurrency", "concurrency", "`concurrency: 0` would run nothing".to_owned(), "leave it out, or give at least 1");
+            error(
+                "validator-concurrency",
+                "concurrency",
+                "`concurrency: 0` would run nothing".to_owned(),
+                "leave it out, or give at least 1",
+            );
         }
         let pairs = matches!(self.scope, SpecScope::NodePair | SpecScope::Rail);
         if self.server.is_some() && !pairs {
-            error("validator-server", "server", "`server` needs a peer: only node-pair and rail scopes have one".to_owned(), "remove `server`, or use `scope: node-pair` or `rail`");
+            error(
+                "validator-server",
+                "server",
+                "`server` needs a peer: only node-pair and rail scopes have one".to_owned(),
+                "remove `server`, or use `scope: node-pair` or `rail`",
+            );
         }
         if self.second_pass && !pairs {
-            error("validator-second-pass", "second_pass", "`second_pass` re-tests pairs: only node-pair and rail scopes have pairs".to_owned(), "remove `second_pass`");
+            error(
+                "validator-second-pass",
+                "second_pass",
+                "`second_pass` re-tests pairs: only node-pair and rail scopes have pairs".to_owned(),
+                "remove `second_pass`",
+            );
         }
         if self.analysis == Some(Analysis::Cabling) && self.scope != SpecScope::Switch {
-            error("validator-analysis", "analysis", "the cabling analysis reads every switch's LLDP neighbours: it needs `scope: switch`".to_owned(), "set `scope: switch`");
+            error(
+                "validator-analysis",
+                "analysis",
+                "the cabling analysis reads every switch's LLDP neighbours: it needs `scope: switch`".to_owned(),
+                "set `scope: switch`",
+            );
         }
         for (name, value) in &self.params {
             if !is_slug(name, '_') || !value.is_finite() {
-                error("validator-param", &format!("params.{name}"), format!("parameter `{name}: {value}` is not a name with a finite number"), "use lowercase names with `_` and plain numbers");
+                error(
+                    "validator-param",
+                    &format!("params.{name}"),
+                    format!("parameter `{name}: {value}` is not a name with a finite number"),
+                    "use lowercase names with `_` and plain numbers",
+                );
             }
         }
         self.check_steps(source, &mut out);
@@ -478,7 +525,11 @@ impl ValidatorSpec {
         if let Some(explain) = &self.explain
             && let Err(problem) = expr::check_text_template(explain)
         {
-            out.push(Diagnostic::error("validator-template", format!("`explain` does not compile: {problem}")).at(source, "explain").help("see the minijinja syntax: `{{ … }}` and `{% … %}`"));
+            out.push(
+                Diagnostic::error("validator-template", format!("`explain` does not compile: {problem}"))
+                    .at(source, "explain")
+                    .help("see the minijinja syntax: `{{ … }}` and `{% … %}`"),
+            );
         }
         out
     }
@@ -486,41 +537,94 @@ impl ValidatorSpec {
     fn check_steps(&self, source: &SourceFile, out: &mut Diagnostics) {
         match (&self.command, &self.parser, self.steps.is_empty()) {
             (Some(_), Some(_), true) | (None, None, false) => {}
-            (Some(_), None, true) => out.push(Diagnostic::error("validator-parser", "`command` has no `parser`").at(source, "command").help(format!("add `parser:`, one of: {}", expr::parser_names().join(", ")))),
-            (None, Some(_), true) => out.push(Diagnostic::error("validator-command", "`parser` has no `command`").at(source, "parser").help("add the `command:` whose output it reads")),
-            (None, None, true) => out.push(Diagnostic::error("validator-command", "the validator runs nothing: give `command` and `parser`, or `steps`").in_file(&source.path).help("add `command:` and `parser:`")),
-            _ => out.push(Diagnostic::error("validator-command", "give either `command` and `parser`, or `steps`, not both").at(source, "steps").help("move the command into `steps`, or drop `steps`")),
+            (Some(_), None, true) => out.push(
+                Diagnostic::error("validator-parser", "`command` has no `parser`")
+                    .at(source, "command")
+                    .help(format!("add `parser:`, one of: {}", expr::parser_names().join(", "))),
+            ),
+            (None, Some(_), true) => out.push(
+                Diagnostic::error("validator-command", "`parser` has no `command`")
+                    .at(source, "parser")
+                    .help("add the `command:` whose output it reads"),
+            ),
+            (None, None, true) => out.push(
+                Diagnostic::error(
+                    "validator-command",
+                    "the validator runs nothing: give `command` and `parser`, or `steps`",
+                )
+                .in_file(&source.path)
+                .help("add `command:` and `parser:`"),
+            ),
+            _ => out.push(
+                Diagnostic::error("validator-command", "give either `command` and `parser`, or `steps`, not both")
+                    .at(source, "steps")
+                    .help("move the command into `steps`, or drop `steps`"),
+            ),
         }
         let mut names = BTreeSet::new();
         for (index, step) in self.steps.iter().enumerate() {
             if !is_slug(&step.name, '_') {
-                out.push(Diagnostic::error("validator-step", format!("step name `{}` is not a key", step.name)).at(source, format!("steps[{index}].name")).help("use lowercase letters, digits and `_`: it becomes `output.<name>`"));
+                out.push(
+                    Diagnostic::error("validator-step", format!("step name `{}` is not a key", step.name))
+                        .at(source, format!("steps[{index}].name"))
+                        .help("use lowercase letters, digits and `_`: it becomes `output.<name>`"),
+                );
             } else if !names.insert(step.name.as_str()) {
-                out.push(Diagnostic::error("validator-step", format!("step `{}` appears twice", step.name)).at(source, format!("steps[{index}].name")).help("give every step its own name"));
+                out.push(
+                    Diagnostic::error("validator-step", format!("step `{}` appears twice", step.name))
+                        .at(source, format!("steps[{index}].name"))
+                        .help("give every step its own name"),
+                );
             }
         }
         let keyed: Vec<(String, &str, &str)> = match (&self.command, &self.parser) {
             (Some(command), Some(parser)) => vec![(String::new(), command.as_str(), parser.as_str())],
-            _ => self.steps.iter().enumerate().map(|(index, step)| (format!("steps[{index}]."), step.command.as_str(), step.parser.as_str())).collect(),
+            _ => self
+                .steps
+                .iter()
+                .enumerate()
+                .map(|(index, step)| (format!("steps[{index}]."), step.command.as_str(), step.parser.as_str()))
+                .collect(),
         };
         for (prefix, command, parser) in keyed {
             if let Err(problem) = expr::check_command_template(command) {
-                out.push(Diagnostic::error("validator-template", format!("the command does not compile: {problem}")).at(source, format!("{prefix}command")).help("see the minijinja syntax: `{{ … }}` and `{% … %}`"));
+                out.push(
+                    Diagnostic::error("validator-template", format!("the command does not compile: {problem}"))
+                        .at(source, format!("{prefix}command"))
+                        .help("see the minijinja syntax: `{{ … }}` and `{% … %}`"),
+                );
             }
             if !expr::parser_names().contains(&parser) {
                 let help = match did_you_mean(parser, expr::parser_names()) {
-                    Some(close) => format!("did you mean `{close}`? known parsers: {}", expr::parser_names().join(", ")),
+                    Some(close) => {
+                        format!("did you mean `{close}`? known parsers: {}", expr::parser_names().join(", "))
+                    }
                     None => format!("known parsers: {}", expr::parser_names().join(", ")),
                 };
-                out.push(Diagnostic::error("validator-parser", format!("unknown parser `{parser}`")).at(source, format!("{prefix}parser")).help(help));
+                out.push(
+                    Diagnostic::error("validator-parser", format!("unknown parser `{parser}`"))
+                        .at(source, format!("{prefix}parser"))
+                        .help(help),
+                );
             }
         }
         if let Some(server) = &self.server {
             if let Err(problem) = expr::check_command_template(&server.command) {
-                out.push(Diagnostic::error("validator-template", format!("the server command does not compile: {problem}")).at(source, "server.command").help("see the minijinja syntax"));
+                out.push(
+                    Diagnostic::error("validator-template", format!("the server command does not compile: {problem}"))
+                        .at(source, "server.command")
+                        .help("see the minijinja syntax"),
+                );
             }
             if !(server.ready.is_finite() && (0.0..=600.0).contains(&server.ready)) {
-                out.push(Diagnostic::error("validator-server", format!("`ready: {}` is not a delay in seconds", server.ready)).at(source, "server.ready").help("give seconds between 0 and 600"));
+                out.push(
+                    Diagnostic::error(
+                        "validator-server",
+                        format!("`ready: {}` is not a delay in seconds", server.ready),
+                    )
+                    .at(source, "server.ready")
+                    .help("give seconds between 0 and 600"),
+                );
             }
         }
     }
@@ -530,32 +634,79 @@ impl ValidatorSpec {
         for (index, measurement) in self.measurements.iter().enumerate() {
             let at = |key: &str| format!("measurements[{index}].{key}");
             if !is_slug(&measurement.name, '_') {
-                out.push(Diagnostic::error("validator-measurement", format!("`{}` is not a measurement key", measurement.name)).at(source, at("name")).help("use lowercase letters, digits and `_`"));
+                out.push(
+                    Diagnostic::error(
+                        "validator-measurement",
+                        format!("`{}` is not a measurement key", measurement.name),
+                    )
+                    .at(source, at("name"))
+                    .help("use lowercase letters, digits and `_`"),
+                );
             } else if !names.insert(measurement.name.as_str()) {
-                out.push(Diagnostic::error("validator-measurement", format!("measurement `{}` appears twice", measurement.name)).at(source, at("name")).help("give every measurement its own name"));
+                out.push(
+                    Diagnostic::error(
+                        "validator-measurement",
+                        format!("measurement `{}` appears twice", measurement.name),
+                    )
+                    .at(source, at("name"))
+                    .help("give every measurement its own name"),
+                );
             }
             match (&measurement.items, measurement.aggregate, &measurement.value) {
                 (None, None, Some(_)) | (Some(_), Some(Aggregate::Count), _) | (Some(_), Some(_), Some(_)) => {}
-                (None, Some(_), _) => out.push(Diagnostic::error("validator-measurement", "`aggregate` needs `items` to aggregate over").at(source, at("aggregate")).help("add `items:`, or drop `aggregate`")),
-                (None, None, None) => out.push(Diagnostic::error("validator-measurement", format!("measurement `{}` has no `value`", measurement.name)).at(source, at("name")).help("add `value:` (an expression over `output`)")),
-                (Some(_), None, _) => out.push(Diagnostic::error("validator-measurement", "`items` needs an `aggregate`").at(source, at("items")).help("add `aggregate:` (count, sum, min, max, mean or distinct)")),
-                (Some(_), Some(_), None) => out.push(Diagnostic::error("validator-measurement", "this aggregate needs a `value` per item").at(source, at("aggregate")).help("add `value:` (an expression over `item`)")),
+                (None, Some(_), _) => out.push(
+                    Diagnostic::error("validator-measurement", "`aggregate` needs `items` to aggregate over")
+                        .at(source, at("aggregate"))
+                        .help("add `items:`, or drop `aggregate`"),
+                ),
+                (None, None, None) => out.push(
+                    Diagnostic::error(
+                        "validator-measurement",
+                        format!("measurement `{}` has no `value`", measurement.name),
+                    )
+                    .at(source, at("name"))
+                    .help("add `value:` (an expression over `output`)"),
+                ),
+                (Some(_), None, _) => out.push(
+                    Diagnostic::error("validator-measurement", "`items` needs an `aggregate`")
+                        .at(source, at("items"))
+                        .help("add `aggregate:` (count, sum, min, max, mean or distinct)"),
+                ),
+                (Some(_), Some(_), None) => out.push(
+                    Diagnostic::error("validator-measurement", "this aggregate needs a `value` per item")
+                        .at(source, at("aggregate"))
+                        .help("add `value:` (an expression over `item`)"),
+                ),
             }
             if measurement.filter.is_some() && measurement.items.is_none() {
-                out.push(Diagnostic::error("validator-measurement", "`where` filters `items`, which is not set").at(source, at("where")).help("add `items:`, or drop `where`"));
+                out.push(
+                    Diagnostic::error("validator-measurement", "`where` filters `items`, which is not set")
+                        .at(source, at("where"))
+                        .help("add `items:`, or drop `where`"),
+                );
             }
-            for (key, text) in [("items", &measurement.items), ("where", &measurement.filter), ("value", &measurement.value)] {
+            for (key, text) in
+                [("items", &measurement.items), ("where", &measurement.filter), ("value", &measurement.value)]
+            {
                 if let Some(text) = text
                     && let Err(problem) = expr::check_expression(text)
                 {
-                    out.push(Diagnostic::error("validator-expression", format!("`{key}` does not compile: {problem}")).at(source, at(key)).help("an expression, e.g. `output.rows | length`"));
+                    out.push(
+                        Diagnostic::error("validator-expression", format!("`{key}` does not compile: {problem}"))
+                            .at(source, at(key))
+                            .help("an expression, e.g. `output.rows | length`"),
+                    );
                 }
             }
         }
         for (index, series) in self.series.iter().enumerate() {
             for (key, text) in [("items", &series.items), ("x", &series.x), ("y", &series.y)] {
                 if let Err(problem) = expr::check_expression(text) {
-                    out.push(Diagnostic::error("validator-expression", format!("`{key}` does not compile: {problem}")).at(source, format!("series[{index}].{key}")).help("an expression over `item`"));
+                    out.push(
+                        Diagnostic::error("validator-expression", format!("`{key}` does not compile: {problem}"))
+                            .at(source, format!("series[{index}].{key}"))
+                            .help("an expression over `item`"),
+                    );
                 }
             }
         }
@@ -570,15 +721,33 @@ impl ValidatorSpec {
                     Some(close) => format!("did you mean `{close}`?"),
                     None => format!("measurements here: {}", names.collect::<Vec<_>>().join(", ")),
                 };
-                out.push(Diagnostic::error("validator-threshold", format!("no measurement `{}`", threshold.measurement)).at(source, at("measurement")).help(help));
+                out.push(
+                    Diagnostic::error("validator-threshold", format!("no measurement `{}`", threshold.measurement))
+                        .at(source, at("measurement"))
+                        .help(help),
+                );
             }
             match (&threshold.value, &threshold.derived) {
                 (Some(value), None) => {
                     if !value.is_finite() {
-                        out.push(Diagnostic::error("validator-threshold", format!("`value: {value}` is not a finite number")).at(source, at("value")).help("give a number"));
+                        out.push(
+                            Diagnostic::error(
+                                "validator-threshold",
+                                format!("`value: {value}` is not a finite number"),
+                            )
+                            .at(source, at("value"))
+                            .help("give a number"),
+                        );
                     }
                     if threshold.reference.as_deref().is_none_or(|reference| reference.trim().is_empty()) {
-                        out.push(Diagnostic::error("validator-threshold", "a fixed threshold needs a `reference`: where the number comes from").at(source, at("value")).help("e.g. `reference: AzNHC ND96isr H100 v5, check_nccl_allreduce 460 GB/s at 16 GiB`"));
+                        out.push(
+                            Diagnostic::error(
+                                "validator-threshold",
+                                "a fixed threshold needs a `reference`: where the number comes from",
+                            )
+                            .at(source, at("value"))
+                            .help("e.g. `reference: AzNHC ND96isr H100 v5, check_nccl_allreduce 460 GB/s at 16 GiB`"),
+                        );
                     }
                 }
                 (None, Some(name)) => {
@@ -587,10 +756,18 @@ impl ValidatorSpec {
                             Some(close) => format!("did you mean `{close}`?"),
                             None => format!("known: {}", derived::names().collect::<Vec<_>>().join(", ")),
                         };
-                        out.push(Diagnostic::error("validator-threshold", format!("unknown derived threshold `{name}`")).at(source, at("derived")).help(help));
+                        out.push(
+                            Diagnostic::error("validator-threshold", format!("unknown derived threshold `{name}`"))
+                                .at(source, at("derived"))
+                                .help(help),
+                        );
                     }
                 }
-                _ => out.push(Diagnostic::error("validator-threshold", "give exactly one of `value` and `derived`").at(source, at("measurement")).help("`value: 0` with a `reference`, or `derived: gpus_per_node`")),
+                _ => out.push(
+                    Diagnostic::error("validator-threshold", "give exactly one of `value` and `derived`")
+                        .at(source, at("measurement"))
+                        .help("`value: 0` with a `reference`, or `derived: gpus_per_node`"),
+                ),
             }
         }
     }
@@ -638,12 +815,12 @@ thresholds:
     fn every_semantic_problem_is_reported_with_its_key() {
         let text = MINIMAL
             .replace("id: ping-self", "id: Ping_Self")
-            .replace("parser: ping", "parser: pnig")
+            .replace("parser: ping", "parser: pingg")
             .replace("measurement: loss,", "measurement: los,")
             .replace("reference: no loss on a healthy link", "reference: ''");
         let rendered = load(&text).expect_err("refused").render();
         assert!(rendered.contains("`Ping_Self` is not a validator id"), "{rendered}");
-        assert!(rendered.contains("unknown parser `pnig`") && rendered.contains("did you mean `ping`?"), "{rendered}");
+        assert!(rendered.contains("unknown parser `pingg`") && rendered.contains("did you mean `ping`?"), "{rendered}");
         assert!(rendered.contains("no measurement `los`") && rendered.contains("did you mean `loss`?"), "{rendered}");
         assert!(rendered.contains("needs a `reference`"), "{rendered}");
         assert!(rendered.contains("t.yaml:1:"), "located: {rendered}");
@@ -665,7 +842,10 @@ thresholds:
         assert!(rendered.contains("unknown key `colour`"), "{rendered}");
         let text = MINIMAL.replace("value: 0, reference: no loss on a healthy link", "derived: gpus_per_nod");
         let rendered = load(&text).expect_err("refused").render();
-        assert!(rendered.contains("unknown derived threshold `gpus_per_nod`") && rendered.contains("`gpus_per_node`"), "{rendered}");
+        assert!(
+            rendered.contains("unknown derived threshold `gpus_per_nod`") && rendered.contains("`gpus_per_node`"),
+            "{rendered}"
+        );
     }
 
     #[test]

@@ -55,7 +55,12 @@ impl Site {
     #[must_use]
     pub fn everything(model: &Model) -> Self {
         Self {
-            hosts: model.nodes.iter().map(|n| n.name.clone()).chain(model.fabric.switches.iter().map(|s| s.name.clone())).collect(),
+            hosts: model
+                .nodes
+                .iter()
+                .map(|n| n.name.clone())
+                .chain(model.fabric.switches.iter().map(|s| s.name.clone()))
+                .collect(),
             ..Self::default()
         }
     }
@@ -181,21 +186,40 @@ pub fn expand(
                     nodes: vec![index],
                     switch: None,
                     rail: None,
-                    context: merge(json!({ "node": node_view(model, node) }), &base),
+                    context: merge(&json!({ "node": node_view(model, node) }), &base),
                 });
             }
         }
         SpecScope::NodePair => {
             for (first, second) in pairs(selected.len()) {
-                subjects.push(pair_subject(model, &base, controller_host.as_deref(), selected[first], selected[second], None, ""));
+                subjects.push(pair_subject(
+                    model,
+                    &base,
+                    controller_host.as_deref(),
+                    selected[first],
+                    selected[second],
+                    None,
+                    "",
+                ));
             }
         }
         SpecScope::Rail => {
             for rail in 0..model.fabric.sizing.rails {
-                let on_rail: Vec<usize> =
-                    selected.iter().copied().filter(|&index| model.nodes[index].rails.iter().any(|port| port.rail == rail)).collect();
+                let on_rail: Vec<usize> = selected
+                    .iter()
+                    .copied()
+                    .filter(|&index| model.nodes[index].rails.iter().any(|port| port.rail == rail))
+                    .collect();
                 for (first, second) in pairs(on_rail.len()) {
-                    subjects.push(pair_subject(model, &base, controller_host.as_deref(), on_rail[first], on_rail[second], Some(rail), ""));
+                    subjects.push(pair_subject(
+                        model,
+                        &base,
+                        controller_host.as_deref(),
+                        on_rail[first],
+                        on_rail[second],
+                        Some(rail),
+                        "",
+                    ));
                 }
             }
         }
@@ -231,7 +255,7 @@ pub fn expand(
                     nodes: Vec::new(),
                     switch: Some(index),
                     rail: None,
-                    context: merge(json!({ "switch": view }), &base),
+                    context: merge(&json!({ "switch": view }), &base),
                 });
             }
         }
@@ -253,7 +277,11 @@ pub fn expand(
             if filter.is_some() { " by --nodes" } else { "" }
         ),
         SpecScope::Switch => "the compute fabric has no switches".to_owned(),
-        _ => format!("no {} nodes{}", describe_selection(spec.nodes), if filter.is_some() { " among --nodes" } else { "" }),
+        _ => format!(
+            "no {} nodes{}",
+            describe_selection(spec.nodes),
+            if filter.is_some() { " among --nodes" } else { "" }
+        ),
     });
     Ok(Expansion { subjects, selected, empty_reason })
 }
@@ -307,7 +335,7 @@ pub fn pair_subject(
         nodes: vec![first, second],
         switch: None,
         rail,
-        context: merge(specific, base),
+        context: merge(&specific, base),
     }
 }
 
@@ -316,8 +344,10 @@ pub fn pair_subject(
 #[must_use]
 pub fn base_context(model: &Model, site: &Site, selected: &[usize], params: &BTreeMap<String, f64>) -> Value {
     let names: Vec<&str> = selected.iter().map(|&index| model.nodes[index].name.as_str()).collect();
-    let node_gpus: BTreeMap<&str, u32> =
-        selected.iter().map(|&index| (model.nodes[index].name.as_str(), model.groups[model.nodes[index].group].gpus_per_node)).collect();
+    let node_gpus: BTreeMap<&str, u32> = selected
+        .iter()
+        .map(|&index| (model.nodes[index].name.as_str(), model.groups[model.nodes[index].group].gpus_per_node))
+        .collect();
     let slurm = if model.blueprint.scheduler.kind == SchedulerKind::Slurm {
         slurm::slurm(model).ok().flatten().map(|config| {
             json!({
@@ -378,8 +408,8 @@ pub fn node_view(model: &Model, node: &Node) -> serde_json::Value {
     })
 }
 
-fn merge(specific: serde_json::Value, base: &Value) -> Value {
-    minijinja::value::merge_maps([to_value(&specific), base.clone()])
+fn merge(specific: &serde_json::Value, base: &Value) -> Value {
+    minijinja::value::merge_maps([to_value(specific), base.clone()])
 }
 
 /// Names from `--nodes`: comma-separated names or Slurm hostlists (`node[01-04,07]`).
@@ -471,8 +501,9 @@ mod tests {
         let ring = expand(&spec("node-pair", ""), &lab, &site, None, &BTreeMap::new()).expect("expands");
         assert_eq!(names(&ring), ["node01+node02", "node02+node03", "node03+node04", "node04+node01"]);
         assert_eq!(ring.subjects[3].server_host.as_deref(), Some("node01"));
-        let disjoint = expand(&spec("node-pair", "pairing: disjoint\nruns_on: controller"), &lab, &site, None, &BTreeMap::new())
-            .expect("expands");
+        let disjoint =
+            expand(&spec("node-pair", "pairing: disjoint\nruns_on: controller"), &lab, &site, None, &BTreeMap::new())
+                .expect("expands");
         assert_eq!(names(&disjoint), ["node01+node02", "node03+node04"]);
         assert_eq!(disjoint.subjects[0].host, "head", "srun from the controller");
         let filter: BTreeSet<String> = ["node02".to_owned()].into();
@@ -496,7 +527,8 @@ mod tests {
         // node02 rail1 is 10.200.0.35 (the second host of leaf1's 10.200.0.32/27), node03 is .36.
         assert_eq!(script, "ping -M do -s 8972 -I rail1 10.200.0.36");
         let superpod = model("blueprints/h100-superpod-1su.yaml");
-        let rails = expand(&spec("rail", ""), &superpod, &Site::everything(&superpod), None, &BTreeMap::new()).expect("expands");
+        let rails = expand(&spec("rail", ""), &superpod, &Site::everything(&superpod), None, &BTreeMap::new())
+            .expect("expands");
         assert_eq!(rails.subjects.len(), 8 * 31, "8 rails x 31 ring pairs of DGX nodes");
     }
 
@@ -518,7 +550,8 @@ mod tests {
     #[test]
     fn the_cluster_subject_runs_on_the_controller_and_sees_the_scheduler() {
         let lab = model("blueprints/lab.yaml");
-        let cluster = expand(&spec("cluster", ""), &lab, &Site::everything(&lab), None, &BTreeMap::new()).expect("expands");
+        let cluster =
+            expand(&spec("cluster", ""), &lab, &Site::everything(&lab), None, &BTreeMap::new()).expect("expands");
         assert_eq!(names(&cluster), ["lab"]);
         assert_eq!(cluster.subjects[0].host, "head");
         let text = crate::validate::expr::render_text(
@@ -531,7 +564,10 @@ mod tests {
 
     #[test]
     fn hostlists_from_the_command_line() {
-        assert_eq!(expand_hostlist("node[01-03,07],head").expect("expands"), ["node01", "node02", "node03", "node07", "head"]);
+        assert_eq!(
+            expand_hostlist("node[01-03,07],head").expect("expands"),
+            ["node01", "node02", "node03", "node07", "head"]
+        );
         assert_eq!(expand_hostlist("gpu[8-10]-ib").expect("expands"), ["gpu8-ib", "gpu9-ib", "gpu10-ib"]);
         assert!(expand_hostlist("node[01-").is_err());
         assert!(expand_hostlist("node[04-01]").is_err());

@@ -1,6 +1,9 @@
 //! Unit tests of the runner over a scripted transport (the integration tests in
 //! `tests/it/validate.rs` run the same code against real sshd hosts).
 
+// Values are computed from small integers and compare exactly.
+#![allow(clippy::float_cmp)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
@@ -119,7 +122,10 @@ async fn node_subjects_pass_fail_error_and_skip() {
     let by_subject: BTreeMap<&str, &SubjectResult> = result.subjects.iter().map(|s| (s.subject.as_str(), s)).collect();
     assert_eq!(by_subject["node01"].verdict, Verdict::Passed);
     let node01 = by_subject["node01"];
-    assert_eq!(node01.measurements[1].threshold.as_ref().map(|t| t.source.to_string()), Some("model: rail host MTU 9000".to_owned()));
+    assert_eq!(
+        node01.measurements[1].threshold.as_ref().map(|t| t.source.to_string()),
+        Some("model: rail host MTU 9000".to_owned())
+    );
     let failed = by_subject["node02"];
     assert_eq!(failed.verdict, Verdict::Failed);
     assert_eq!(
@@ -132,7 +138,13 @@ async fn node_subjects_pass_fail_error_and_skip() {
     assert_eq!(evidence.exit_code, Some(0));
     let broken = by_subject["node03"];
     assert_eq!(broken.verdict, Verdict::Error);
-    assert!(broken.reason.as_deref().is_some_and(|r| r.starts_with("json parser: could not parse line 2, column 10")), "{broken:?}");
+    assert!(
+        broken
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with("json parser: could not parse line 2, column 9: expected value")),
+        "{broken:?}"
+    );
     assert_eq!(by_subject["node04"].verdict, Verdict::Skipped);
     assert_eq!(by_subject["node04"].reason.as_deref(), Some("`node04` is not in the inventory"));
     assert_eq!(outcome.node_verdicts["node01"]["links"], Verdict::Passed);
@@ -165,7 +177,10 @@ async fn failed_commands_timeouts_and_unreachable_hosts_are_errors() {
     let outcome = run_all(&catalog(vec![spec(LINKS)]), &model, &site, &connector, &options()).await;
     let reasons: Vec<(Verdict, String)> =
         outcome.validators[0].subjects.iter().map(|s| (s.verdict, s.reason.clone().unwrap_or_default())).collect();
-    assert_eq!(reasons[0], (Verdict::Error, "`ip -j link show rail0` failed (exit status 127): sh: 1: ip: not found".to_owned()));
+    assert_eq!(
+        reasons[0],
+        (Verdict::Error, "`ip -j link show rail0` failed (exit status 127): sh: 1: ip: not found".to_owned())
+    );
     assert_eq!(reasons[1], (Verdict::Error, "timed out after 300 s".to_owned()));
     assert!(reasons[2].1.starts_with("cannot reach `node03`: no SSH target named `node03`"), "{:?}", reasons[2]);
     assert_eq!(reasons[3].0, Verdict::Passed);
@@ -250,7 +265,8 @@ thresholds:
         let busbw = if host == "node03" && *counter.lock().expect("count") <= 2 { 1.0 } else { 50.0 };
         (0, format!("{{\"busbw\": {busbw}}}"), String::new())
     });
-    let outcome = run_all(&catalog(vec![pairwise]), &model, &site, &connector, &RunOptions { parallel: 1, ..options() }).await;
+    let outcome =
+        run_all(&catalog(vec![pairwise]), &model, &site, &connector, &RunOptions { parallel: 1, ..options() }).await;
     let pair = &outcome.validators[0].subjects[1];
     assert_eq!(pair.verdict, Verdict::Warning);
     assert!(pair.reason.as_deref().is_some_and(|r| r.contains("second pass cleared both nodes")), "{pair:?}");
@@ -278,7 +294,9 @@ thresholds:
   - { measurement: lines, comparison: '==', value: 2, reference: r }
 ",
     );
-    let connector = fake(|_, script| (0, format!("{}\n", script.trim_start_matches("echo ")), String::new()));
+    // As a shell would: the quotes around the hostlist are not part of the word.
+    let connector =
+        fake(|_, script| (0, format!("{}\n", script.trim_start_matches("echo ").trim_matches('\'')), String::new()));
     let outcome = run_all(&catalog(vec![stepped]), &model, &site, &connector, &options()).await;
     let subject = &outcome.validators[0].subjects[0];
     assert_eq!(subject.subject, "lab");
@@ -310,7 +328,11 @@ thresholds:
 ",
     );
     let connector = fake(|_, script| {
-        if script.starts_with("serve") { (0, "served\n".to_owned(), String::new()) } else { (0, "{\"gbps\": 190}".to_owned(), String::new()) }
+        if script.starts_with("serve") {
+            (0, "served\n".to_owned(), String::new())
+        } else {
+            (0, "{\"gbps\": 190}".to_owned(), String::new())
+        }
     });
     let outcome = run_all(
         &catalog(vec![rails]),
@@ -321,7 +343,10 @@ thresholds:
     )
     .await;
     let subjects = &outcome.validators[0].subjects;
-    assert_eq!(subjects.iter().map(|s| s.subject.as_str()).collect::<Vec<_>>(), ["node01+node02/rail0", "node01+node02/rail1"]);
+    assert_eq!(
+        subjects.iter().map(|s| s.subject.as_str()).collect::<Vec<_>>(),
+        ["node01+node02/rail0", "node01+node02/rail1"]
+    );
     assert!(subjects.iter().all(|s| s.verdict == Verdict::Passed), "{subjects:?}");
     let log = connector.log.lock().expect("log").clone();
     assert!(log.contains(&("node02".to_owned(), "serve rail0".to_owned())), "{log:?}");
@@ -335,7 +360,8 @@ thresholds:
 fn plan_selects_validators_and_applies_blueprint_overrides() {
     let mut model = lab();
     let links = spec(LINKS);
-    let other = spec(&LINKS.replace("id: links", "id: other").replace("measurements:", "params: { size: 4 }\nmeasurements:"));
+    let other =
+        spec(&LINKS.replace("id: links", "id: other").replace("measurements:", "params: { size: 4 }\nmeasurements:"));
     let catalog = catalog(vec![links, other]);
     let site = Site::everything(&model);
     let planned = plan(&catalog, &model, &site, &options()).expect("plans");
@@ -350,7 +376,9 @@ fn plan_selects_validators_and_applies_blueprint_overrides() {
         limits[0].source,
         LimitSource::Blueprint { value: 2.0, key: "acceptance.validators[0].thresholds.up".to_owned() }
     );
-    assert!(matches!(&planned[1].disposition, Disposition::Skip(reason) if reason.contains("acceptance.validators[1].skip")));
+    assert!(
+        matches!(&planned[1].disposition, Disposition::Skip(reason) if reason.contains("acceptance.validators[1].skip"))
+    );
     // --only runs what it names, even what the blueprint skips.
     let only = RunOptions { only: Some(["other".to_owned()].into()), ..options() };
     let planned = plan(&catalog, &model, &site, &only).expect("plans");
@@ -372,11 +400,8 @@ fn plan_refuses_unknown_names_all_at_once() {
         ValidatorRef { id: "links".to_owned(), thresholds: [("upp".to_owned(), 1.0)].into(), skip: false },
     ];
     let catalog = catalog(vec![spec(LINKS)]);
-    let options = RunOptions {
-        only: Some(["nope".to_owned()].into()),
-        nodes: Some(["node1".to_owned()].into()),
-        ..options()
-    };
+    let options =
+        RunOptions { only: Some(["nope".to_owned()].into()), nodes: Some(["node1".to_owned()].into()), ..options() };
     let problems = plan(&catalog, &model, &Site::everything(&model), &options).expect_err("refused");
     assert_eq!(
         problems,
@@ -393,7 +418,10 @@ fn plan_refuses_unknown_names_all_at_once() {
 fn requirements_the_cluster_does_not_meet_skip_the_validator() {
     let model = lab();
     assert_eq!(unmet(&model, &[Requirement::Roce, Requirement::Gpu, Requirement::Slurm]), None);
-    assert_eq!(unmet(&model, &[Requirement::Infiniband]).as_deref(), Some("applies to InfiniBand fabrics; this one is RoCE"));
+    assert_eq!(
+        unmet(&model, &[Requirement::Infiniband]).as_deref(),
+        Some("applies to InfiniBand fabrics; this one is RoCE")
+    );
     let ib = spec(&LINKS.replace("scope: node", "scope: node\nrequires: [infiniband]"));
     let catalog = catalog(vec![ib]);
     let planned = plan(&catalog, &model, &Site::everything(&model), &options()).expect("plans");
