@@ -270,6 +270,11 @@ async fn gpu_validators_judge_recorded_outputs() {
         "{broken:?}"
     );
 
+    // The remote `timeout` ends a hung command on the host, not only the wait here.
+    let slow = subject(validator(&outcome, "slow"), "host2");
+    assert_eq!((slow.verdict, reason(slow)), (Verdict::Error, "timed out after 1 s"));
+    assert!(slow.duration_seconds.is_some_and(|seconds| seconds < 10.0), "{slow:?}");
+
     let links = subject(validator(&outcome, "rail-links"), "host2");
     assert_eq!(links.verdict, Verdict::Failed);
     assert!(
@@ -444,7 +449,10 @@ async fn real_ip_ping_and_fio_through_the_runner() {
         spec.explain = builtin_mtu.explain;
         spec
     };
-    let mut specs = vec![ping("ping-fits", 65000), ping("ping-too-big", 65509), builtin("rail-links", &[])];
+    let mut slow = ping("slow", 65000);
+    slow.command = Some("sleep 30".to_owned());
+    slow.timeout = 1;
+    let mut specs = vec![ping("ping-fits", 65000), ping("ping-too-big", 65509), builtin("rail-links", &[]), slow];
     if fio {
         specs.push(builtin("storage-throughput", &[]));
     }
@@ -459,6 +467,11 @@ async fn real_ip_ping_and_fio_through_the_runner() {
         "{too_big:?}"
     );
     assert!(reason(too_big).contains("message too long, mtu=65535"), "{too_big:?}");
+
+    // The remote `timeout` ends a hung command on the host, not only the wait here.
+    let slow = subject(validator(&outcome, "slow"), "host2");
+    assert_eq!((slow.verdict, reason(slow)), (Verdict::Error, "timed out after 1 s"));
+    assert!(slow.duration_seconds.is_some_and(|seconds| seconds < 10.0), "{slow:?}");
 
     let links = subject(validator(&outcome, "rail-links"), "host2");
     assert_eq!(links.verdict, Verdict::Failed, "lo is UNKNOWN, not UP: {links:?}");

@@ -451,3 +451,57 @@ fn aggregates() {
     assert_eq!(measured("sum", "false"), Ok(0.0));
     assert!(measured("max", "false").is_err_and(|e| e.starts_with("no values")));
 }
+
+fn recorded(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/parsers").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+#[tokio::test]
+async fn builtin_explanations_name_what_is_wrong_in_recorded_failures() {
+    let model = lab();
+    let site = Site::everything(&model);
+    let builtins = Catalog::builtin().unwrap_or_else(|problems| panic!("{}", problems.render()));
+    let chosen: Vec<ValidatorSpec> =
+        ["gpu-inventory", "mtu"].iter().map(|id| builtins.get(id).expect("built-in").clone()).collect();
+    // The lab's nodes have 4 GPUs; the recording is of an 8-GPU DGX. Its first rail
+    // pair sees a 1400 MTU on the way, the second has no route.
+    let connector = fake(|host, script| {
+        let text = if script == "nvidia-smi" {
+            recorded("nvidia_smi_8xh100_table.txt")
+        } else if host == "node01" {
+            recorded("ping_iputils_20221126_mtu1400_df_1472_fail.txt")
+        } else {
+            recorded("ping_iputils_20221126_network_unreachable.txt")
+        };
+        (if script == "nvidia-smi" { 0 } else { 1 }, text, String::new())
+    });
+    let three = ["node01", "node02", "node03"].iter().map(|name| (*name).to_owned()).collect();
+    let only = RunOptions { nodes: Some(three), ..options() };
+    let outcome = run_all(&catalog(chosen), &model, &site, &connector, &only).await;
+    let inventory = &outcome.validators[0].subjects[0];
+    assert_eq!(
+        inventory.reason.as_deref(),
+        Some(
+            "GPUs seen by the driver is 8, required == 4 (model: node group `gpu`: 4 x h100 per node): expected 4 x \
+             NVIDIA H100 80GB HBM3, seen 8: NVIDIA H100 80GB HBM3"
+        )
+    );
+    let mtu = &outcome.validators[1].subjects;
+    assert_eq!(mtu[0].subject, "node01+node02/rail0");
+    assert_eq!(
+        mtu[0].reason.as_deref(),
+        Some(
+            "packet loss at full MTU with DF set is 100 %, required <= 0 % (default: every full-size frame crosses the \
+             rail unfragmented): ping: local error: message too long, mtu=1400"
+        )
+    );
+    assert_eq!(mtu[1].subject, "node02+node03/rail0");
+    assert_eq!(
+        mtu[1].reason.as_deref(),
+        Some(
+            "ping could not send is 1, required <= 0 (default: the rail has an address and a route to the peer): ping: \
+             connect: Network is unreachable"
+        )
+    );
+}
