@@ -270,11 +270,6 @@ async fn gpu_validators_judge_recorded_outputs() {
         "{broken:?}"
     );
 
-    // The remote `timeout` ends a hung command on the host, not only the wait here.
-    let slow = subject(validator(&outcome, "slow"), "host2");
-    assert_eq!((slow.verdict, reason(slow)), (Verdict::Error, "timed out after 1 s"));
-    assert!(slow.duration_seconds.is_some_and(|seconds| seconds < 10.0), "{slow:?}");
-
     let links = subject(validator(&outcome, "rail-links"), "host2");
     assert_eq!(links.verdict, Verdict::Failed);
     assert!(
