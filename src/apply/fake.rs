@@ -96,7 +96,7 @@ impl Executor for FakeHost {
 
     async fn exec_with_input(&self, argv: &[String], input: &[u8]) -> Result<Output, TransportError> {
         if argv.get(3).map(String::as_str) == Some("toolkit-batch") {
-            return Ok(self.batch(&argv[4..], input).await);
+            return Ok(self.batch(&argv[5..], input).await);
         }
         self.exec(argv).await
     }

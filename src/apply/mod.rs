@@ -160,12 +160,14 @@ pub struct ApplyOptions {
     pub cancel: CancellationToken,
     /// Receives each resource's outcome as soon as it is known (progress display).
     pub events: Option<tokio::sync::mpsc::UnboundedSender<ResourceOutcome>>,
+    /// Keep each replaced file beside it as `<path>.<UTC time>.toolkit-backup`.
+    pub backup: bool,
 }
 
 impl Default for ApplyOptions {
     /// 64 in parallel, no failure limit, a fresh token, no events.
     fn default() -> Self {
-        Self { parallel: 64, max_fail_percent: None, cancel: CancellationToken::new(), events: None }
+        Self { parallel: 64, max_fail_percent: None, cancel: CancellationToken::new(), events: None, backup: false }
     }
 }
 

@@ -43,7 +43,12 @@ pub enum OpError {
 /// # Errors
 /// When a command fails; the message names the host and the command, never file
 /// contents.
-pub async fn apply<E: Executor>(executor: &E, desired: &Desired, restart: Option<OnChange>) -> Result<Step, OpError> {
+pub async fn apply<E: Executor>(
+    executor: &E,
+    desired: &Desired,
+    restart: Option<OnChange>,
+    backup: bool,
+) -> Result<Step, OpError> {
     match desired {
         Desired::File { path, content, mode, owner, group, secret, check } => {
             if content.is_unresolved() {
@@ -59,6 +64,7 @@ pub async fn apply<E: Executor>(executor: &E, desired: &Desired, restart: Option
                 group: Some(group),
                 check: check.as_deref(),
                 secret: *secret,
+                backup,
             };
             Ok(match executor.write_file(&request).await? {
                 WriteOutcome::Written => Step::Changed,
@@ -79,7 +85,11 @@ pub async fn apply<E: Executor>(executor: &E, desired: &Desired, restart: Option
 
 /// Plain files and directories (no check command) in one round trip, in order;
 /// one result per item, `None` for items not attempted after a failure.
-pub async fn write_batch<E: Executor>(executor: &E, desired: &[&Desired]) -> Vec<Option<Result<Step, String>>> {
+pub async fn write_batch<E: Executor>(
+    executor: &E,
+    desired: &[&Desired],
+    backup: bool,
+) -> Vec<Option<Result<Step, String>>> {
     let items: Vec<BatchItem<'_>> = desired
         .iter()
         .filter_map(|desired| match desired {
@@ -93,7 +103,7 @@ pub async fn write_batch<E: Executor>(executor: &E, desired: &[&Desired]) -> Vec
     if items.len() != desired.len() {
         return vec![Some(Err("only files and directories are written in a batch".to_owned())); desired.len()];
     }
-    let output = match batch::script(&items) {
+    let output = match batch::script(&items, backup) {
         Ok((argv, input)) => executor.exec_with_input(&argv, &input).await,
         Err(error) => Err(error),
     };

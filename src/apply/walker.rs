@@ -371,7 +371,7 @@ impl<C: Connector> Run<'_, C> {
         if resources.len() > 1 && self.writable(batch[0]) {
             tracing::info!(host = executor.host(), items = resources.len(), "writing files");
             let desired: Vec<&Desired> = resources.iter().map(|resource| &resource.desired).collect();
-            return ops::write_batch(executor, &desired).await;
+            return ops::write_batch(executor, &desired, self.options.backup).await;
         }
         if resources.len() > 1 {
             let names: Vec<String> = resources
@@ -389,7 +389,11 @@ impl<C: Connector> Run<'_, C> {
         }
         let resource = resources[0];
         tracing::info!(host = executor.host(), id = %resource.id, "applying");
-        vec![Some(ops::apply(executor, &resource.desired, work.restart).await.map_err(|error| error.to_string()))]
+        vec![Some(
+            ops::apply(executor, &resource.desired, work.restart, self.options.backup)
+                .await
+                .map_err(|error| error.to_string()),
+        )]
     }
 
     fn record(&self, index: usize, outcome: Outcome, elapsed: Duration) {

@@ -41,6 +41,9 @@ pub struct Args {
     /// State file (default: the inventory's `state_file`).
     #[arg(long)]
     state: Option<PathBuf>,
+    /// Keep each replaced file beside it as `<path>.<UTC time>.toolkit-backup`.
+    #[arg(long)]
+    backup: bool,
     /// Templates that override the built-in ones.
     #[arg(long)]
     templates: Option<PathBuf>,
@@ -130,6 +133,7 @@ pub(crate) struct RunOptions {
     pub output: OutputFormat,
     pub parallel: usize,
     pub max_fail_percent: Option<u8>,
+    pub backup: bool,
 }
 
 impl From<&Args> for RunOptions {
@@ -140,6 +144,7 @@ impl From<&Args> for RunOptions {
             output: args.output,
             parallel: args.ssh.parallel,
             max_fail_percent: args.max_fail_percent,
+            backup: args.backup,
         }
     }
 }
@@ -188,8 +193,13 @@ pub(crate) async fn plan_and_apply(
     let cancel = CancellationToken::new();
     let _ctrl_c = apply::cancel_on_ctrl_c(cancel.clone());
     let (events, progress) = progress(deploy::changed_indexes(graph, &plan).len());
-    let options =
-        ApplyOptions { parallel: args.parallel, max_fail_percent: args.max_fail_percent, cancel, events: Some(events) };
+    let options = ApplyOptions {
+        parallel: args.parallel,
+        max_fail_percent: args.max_fail_percent,
+        cancel,
+        events: Some(events),
+        backup: args.backup,
+    };
     let report = deploy::apply(graph, &plan, pool, &options).await;
     drop(options);
     let _ = progress.await;
@@ -352,5 +362,47 @@ fn first_line(text: &str) -> String {
         format!("{}…", line.chars().take(100).collect::<String>())
     } else {
         line.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refuse_stale;
+    use crate::plan::{Action, Baseline, Change, PLAN_FORMAT_VERSION, Plan, Summary};
+
+    fn plan(blueprint: &str, before: Option<&str>) -> Plan {
+        Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            toolkit_version: "0".into(),
+            cluster: "lab".into(),
+            blueprint_sha256: blueprint.into(),
+            inventory_sha256: Some("inv".into()),
+            blueprint_path: None,
+            inventory_path: None,
+            baseline: Baseline::Observed,
+            summary: Summary { update: 1, ..Summary::default() },
+            changes: vec![Change {
+                id: "node01:file:/etc/hosts".into(),
+                target: "node01".into(),
+                kind: "file".into(),
+                name: "/etc/hosts".into(),
+                action: Action::Update,
+                reason: "content changed".into(),
+                before: before.map(Into::into),
+                after: Some("sha256:new".into()),
+                diff: None,
+                secret: false,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_saved_plan_applies_only_to_the_inputs_and_hosts_it_was_made_from() {
+        let saved = plan("bp1", Some("sha256:old"));
+        assert!(refuse_stale(&saved, &plan("bp1", Some("sha256:old"))).is_ok());
+        let edited = refuse_stale(&saved, &plan("bp2", Some("sha256:old"))).expect_err("blueprint changed");
+        assert!(edited.to_string().contains("blueprint changed"));
+        let drifted = refuse_stale(&saved, &plan("bp1", Some("sha256:someone-else"))).expect_err("host changed");
+        assert!(drifted.to_string().contains("`node01:file:/etc/hosts`"), "{drifted}");
     }
 }

@@ -13,6 +13,7 @@ mod report;
 mod schema;
 mod topology;
 mod unlock;
+mod validate;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -51,6 +52,8 @@ pub enum Command {
     Push(push::Args),
     /// A local lab of Docker containers matching a blueprint (see lab/README.md).
     Lab(lab::Args),
+    /// Run the acceptance tests; write the results JSON (exit 2 when any failed).
+    Validate(validate::Args),
     /// The acceptance report (HTML, JUnit XML, JSON, Markdown) from a results file.
     Report(report::Args),
     /// Read one acceptance-tool output (nccl-tests, dcgmi, ibstat…) as toolkit does.
@@ -101,6 +104,7 @@ pub fn run() -> ExitCode {
         Command::Unlock(args) => unlock::run(&args),
         Command::Push(args) => push::run(&args),
         Command::Lab(args) => lab::run(&args),
+        Command::Validate(args) => validate::run(&args),
         Command::Report(args) => report::run(&args),
         Command::Parse(args) => parse::run(&args),
     };

@@ -33,6 +33,9 @@ pub struct Args {
     /// State file recording what was pushed.
     #[arg(long)]
     state: Option<PathBuf>,
+    /// Keep each replaced file beside it as `<path>.<UTC time>.toolkit-backup`.
+    #[arg(long)]
+    backup: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     output: OutputFormat,
@@ -76,6 +79,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         output: args.output,
         parallel: args.ssh.parallel,
         max_fail_percent: args.max_fail_percent,
+        backup: args.backup,
     };
     live::runtime()?.block_on(async {
         let result = plan_and_apply(&options, &graph, &name, &pool, inputs, None, args.state.as_deref()).await;

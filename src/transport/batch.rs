@@ -51,6 +51,8 @@ pub enum ItemOutcome {
 }
 
 const SCRIPT: &str = r#"set -eu
+backup=$1
+shift
 tmp=
 trap '[ -z "$tmp" ] || rm -f -- "$tmp"' EXIT
 while [ "$#" -gt 0 ]; do
@@ -85,6 +87,9 @@ while [ "$#" -gt 0 ]; do
   chmod -- "$mode" "$tmp"
   chown -- "$owner:$group" "$tmp"
   sync -- "$tmp"
+  if [ "$backup" = 1 ] && [ -f "$path" ]; then
+    cp -p -- "$path" "$path.$(date -u +%Y%m%dT%H%M%SZ).toolkit-backup"
+  fi
   mv -f -- "$tmp" "$path"
   tmp=
   sync -- "${path%/*}/." 2>/dev/null || true
@@ -96,8 +101,14 @@ done
 ///
 /// # Errors
 /// A file path that is not absolute.
-pub fn script(items: &[BatchItem<'_>]) -> Result<(Vec<String>, Vec<u8>), TransportError> {
-    let mut argv = vec!["sh".to_owned(), "-c".to_owned(), SCRIPT.to_owned(), "toolkit-batch".to_owned()];
+pub fn script(items: &[BatchItem<'_>], backup: bool) -> Result<(Vec<String>, Vec<u8>), TransportError> {
+    let mut argv = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        SCRIPT.to_owned(),
+        "toolkit-batch".to_owned(),
+        if backup { "1".to_owned() } else { "0".to_owned() },
+    ];
     let mut input = Vec::new();
     for item in items {
         match *item {
@@ -164,7 +175,11 @@ mod tests {
     use crate::transport::ExitStatus;
 
     fn run_locally(items: &[BatchItem<'_>]) -> Output {
-        let (argv, input) = script(items).expect("script");
+        run_with(items, false)
+    }
+
+    fn run_with(items: &[BatchItem<'_>], backup: bool) -> Output {
+        let (argv, input) = script(items, backup).expect("script");
         let mut child = std::process::Command::new(&argv[0])
             .args(&argv[1..])
             .stdin(std::process::Stdio::piped())
@@ -221,6 +236,25 @@ mod tests {
             .expect("dir")
             .filter(|e| e.as_ref().is_ok_and(|e| e.file_name().to_string_lossy().contains(".toolkit-")));
         assert_eq!(leftovers.count(), 0, "no temp file left");
+    }
+
+    #[test]
+    fn keeps_the_replaced_file_when_asked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (user, group) = me();
+        let path = dir.path().join("conf").display().to_string();
+        std::fs::write(&path, "old\n").expect("old");
+        let items = [BatchItem::File { path: &path, contents: b"new\n", mode: 0o644, owner: &user, group: &group }];
+        let results = interpret("local", &items, &run_with(&items, true));
+        assert_eq!(results, vec![Some(Ok(ItemOutcome::Changed))]);
+        let backups: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".toolkit-backup"))
+            .collect();
+        assert_eq!(backups.len(), 1);
+        assert_eq!(std::fs::read_to_string(backups[0].path()).expect("backup"), "old\n");
+        assert_eq!(std::fs::read_to_string(&path).expect("new"), "new\n");
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub struct WriteRequest<'a> {
     pub check: Option<&'a [String]>,
     /// The contents are secret: the check command's output is withheld from errors.
     pub secret: bool,
+    /// Keep the replaced file as `<path>.<UTC time>.toolkit-backup`.
+    pub backup: bool,
 }
 
 /// What a write did.
@@ -46,11 +48,11 @@ pub enum WriteOutcome {
 /// Exit status the script uses for "the check command refused the file".
 const CHECK_FAILED: u32 = 97;
 
-/// Positional parameters: path, temp, mode, owner, group, chown spec, sha256, then
-/// the check argv.
+/// Positional parameters: path, temp, mode, owner, group, chown spec, sha256,
+/// backup (`1` or empty), then the check argv.
 const SCRIPT: &str = r#"set -eu
-path=$1 tmp=$2 mode=$3 owner=$4 group=$5 chown_spec=$6 sha=$7
-shift 7
+path=$1 tmp=$2 mode=$3 owner=$4 group=$5 chown_spec=$6 sha=$7 backup=$8
+shift 8
 if [ -d "$path" ] && [ ! -L "$path" ]; then
   echo "$path is a directory" >&2
   exit 1
@@ -78,6 +80,9 @@ if [ "$#" -gt 0 ]; then
     printf '%s\n' "$out"
     exit 97
   fi
+fi
+if [ -n "$backup" ] && [ -f "$path" ]; then
+  cp -p -- "$path" "$path.$(date -u +%Y%m%dT%H%M%SZ).toolkit-backup"
 fi
 mv -f -- "$tmp" "$path"
 trap - EXIT
@@ -129,6 +134,7 @@ fn script_argv_with_suffix(request: &WriteRequest<'_>, suffix: &str) -> Result<V
         request.group.unwrap_or_default().to_owned(),
         chown_spec,
         hex::encode(Sha256::digest(request.contents)),
+        if request.backup { "1".to_owned() } else { String::new() },
     ];
     if let Some(check) = request.check {
         argv.extend(check.iter().map(|word| word.replace("{}", &temporary)));
@@ -206,7 +212,7 @@ mod tests {
     }
 
     fn request<'a>(path: &'a str, contents: &'a [u8], check: Option<&'a [String]>) -> WriteRequest<'a> {
-        WriteRequest { path, contents, mode: 0o640, owner: None, group: None, check, secret: false }
+        WriteRequest { path, contents, mode: 0o640, owner: None, group: None, check, secret: false, backup: false }
     }
 
     #[test]

@@ -4,5 +4,14 @@
 //! numbers and verdicts. `parsers` read tool outputs (nccl-tests, DCGM, fio…);
 //! `results` is the data the report renders.
 
+pub mod cabling;
+pub mod catalog;
+pub mod derived;
+pub mod drain;
+pub mod expr;
+pub mod pairwise;
 pub mod parsers;
 pub mod results;
+pub mod run;
+pub mod spec;
+pub mod subjects;

@@ -13,3 +13,4 @@ mod render_slurm;
 mod report;
 mod ssh;
 mod support;
+mod validate;

@@ -137,3 +137,56 @@ fn schema_describes_both_files() {
     let schema: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON schema");
     assert_eq!(schema["additionalProperties"], false, "unknown keys are rejected by editors too");
 }
+
+#[test]
+fn secrets_never_reach_plans_rendered_trees_or_state() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let munge = "MUNGE-KEY-CANARY-3f9a1c7e5b2d4068a1c3e5f7091b2d4f";
+    let password = "DB-PASSWORD-CANARY-8c6e4a2f";
+    std::fs::write(dir.path().join("munge.key"), munge).expect("key");
+    std::fs::write(dir.path().join("db.password"), password).expect("password");
+    let inventory = std::fs::read_to_string(root().join("inventories/lab.yaml"))
+        .expect("inventory")
+        .replace(".toolkit/lab/munge.key", &dir.path().join("munge.key").display().to_string())
+        .replace(".toolkit/lab/slurmdbd.password", &dir.path().join("db.password").display().to_string());
+    let inventory_path = dir.path().join("inventory.yaml");
+    std::fs::write(&inventory_path, inventory).expect("inventory");
+    let out = dir.path().join("rendered");
+    let inventory_arg = inventory_path.to_str().expect("utf8");
+    for args in [
+        vec!["plan", "blueprints/lab.yaml", "-i", inventory_arg, "--offline"],
+        vec!["plan", "blueprints/lab.yaml", "-i", inventory_arg, "--offline", "--output", "json"],
+        vec!["plan", "blueprints/lab.yaml", "-i", inventory_arg, "--offline", "--out", out.to_str().expect("utf8")],
+    ] {
+        let output = toolkit(&args);
+        let shown = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert_eq!(output.status.code(), Some(2), "{shown}");
+        assert!(!shown.contains(munge) && !shown.contains(password), "a secret reached the output of {args:?}");
+    }
+    for entry in walk(&out) {
+        let text = std::fs::read_to_string(&entry).unwrap_or_default();
+        assert!(!text.contains(munge) && !text.contains(password), "a secret reached {}", entry.display());
+    }
+    // The secrets were really used: the state of a deploy records their files by hash only.
+    let loaded = blueprint::load(&root().join("blueprints/lab.yaml")).expect("loads");
+    let inventory = inventory::load(&inventory_path).expect("inventory");
+    let compiled = compile(&loaded, Some(&inventory), &Renderer::embedded().expect("templates")).expect("compiles");
+    let mut state = State::empty("lab");
+    for resource in &compiled.graph.resources {
+        state.record(resource);
+    }
+    let state_path = dir.path().join("state.json");
+    state.save(&state_path).expect("saves");
+    let saved = std::fs::read_to_string(&state_path).expect("state");
+    assert!(saved.contains("/etc/munge/munge.key"));
+    assert!(!saved.contains(munge) && !saved.contains(password), "a secret reached the state file");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() { files.extend(walk(&path)) } else { files.push(path) }
+    }
+    files
+}

@@ -98,6 +98,7 @@ async fn atomic_writes_on_every_host_and_a_failing_check_keeps_the_old_file() {
             group: Some("root"),
             check: None,
             secret: false,
+            backup: false,
         };
         assert_eq!(session.write_file(&request).await.expect("write"), WriteOutcome::Written);
         assert_eq!(std::fs::read_to_string(&path).expect("read back"), contents);

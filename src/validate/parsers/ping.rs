@@ -135,12 +135,15 @@ pub fn parse(text: &str) -> Result<PingOutput, ParseError> {
     Ok(output)
 }
 
-/// `127.0.0.1 (127.0.0.1) 1472(1500) bytes of data.`
+/// `127.0.0.1 (127.0.0.1) 1472(1500) bytes of data.`, or with `-I`
+/// `127.0.0.1 (127.0.0.1) from 127.0.0.1 lo: 1472(1500) bytes of data.`
 fn header(rest: &str, line: usize, output: &mut PingOutput) -> Result<(), ParseError> {
     let tokens: Vec<&str> = rest.split_whitespace().collect();
     output.target = tokens.first().map(|target| (*target).to_owned());
     output.address = tokens.get(1).map(|address| address.trim_matches(|c| c == '(' || c == ')').to_owned());
-    if let Some(sizes) = tokens.get(2) {
+    // The sizes are the word before `bytes`; `-I` inserts `from <source> <device>:` ahead of them.
+    let sizes = tokens.iter().position(|token| *token == "bytes").and_then(|at| at.checked_sub(1)).unwrap_or(2);
+    if let Some(sizes) = tokens.get(sizes).filter(|_| sizes >= 2) {
         let (payload, packet) = sizes.split_once('(').unwrap_or((sizes, ""));
         output.payload_bytes = Some(integer(payload, line, "the payload size")?);
         if !packet.is_empty() {
@@ -257,6 +260,18 @@ mod tests {
         assert_eq!(statistics.loss_percent, 0.0);
         assert_eq!(statistics.time_ms, Some(2056.0));
         assert_eq!(statistics.rtt, Some(Rtt { min_ms: 0.052, avg_ms: 0.150, max_ms: 0.342, mdev_ms: Some(0.135) }));
+    }
+
+    #[test]
+    fn a_header_with_the_source_and_device_of_dash_i() {
+        // `ping -I lo` (iputils 20221126) names the source address and device before the sizes.
+        let text = read("ping_iputils_20221126_loopback_1472_df_ok.txt").replace(
+            "PING 127.0.0.1 (127.0.0.1) 1472(1500)",
+            "PING 127.0.0.1 (127.0.0.1) from 127.0.0.1 lo: 1472(1500)",
+        );
+        let output = parse(&text).expect("parses");
+        assert_eq!((output.payload_bytes, output.packet_bytes), (Some(1472), Some(1500)));
+        assert_eq!(output.address.as_deref(), Some("127.0.0.1"));
     }
 
     #[test]

@@ -1,0 +1,394 @@
+//! `toolkit validate BLUEPRINT -i INVENTORY`: run the acceptance tests, print a
+//! summary, write the results JSON, and optionally drain failing nodes in Slurm.
+//!
+//! Exit codes: 0 every validator passed (warnings and skips allowed), 2 a subject
+//! failed or could not be checked, 1 toolkit itself could not run (bad inputs, no
+//! results written). Progress goes to stderr; the summary table (or, with
+//! `--output json`, the results document) to stdout.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use tabled::settings::Style;
+use tabled::{Table, Tabled};
+use tokio_util::sync::CancellationToken;
+
+use crate::blueprint::schema::Role;
+use crate::cli::live::{self, SshArgs};
+use crate::cli::{OutputFormat, Status, emit, load_checked};
+use crate::compile::text_sha256;
+use crate::plan::state::write_atomic;
+use crate::transport::Connector as _;
+use crate::transport::Executor as _;
+use crate::transport::ssh::SshPool;
+use crate::validate::catalog::Catalog;
+use crate::validate::results::{InputFile, Results, Run, ValidatorResult, Verdict};
+use crate::validate::run::{self, Disposition, Planned, Progress, RunOptions};
+use crate::validate::subjects::{Site, expand_hostlist};
+use crate::validate::{drain, expr};
+
+/// Arguments of `toolkit validate`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The blueprint YAML file.
+    blueprint: PathBuf,
+    /// The inventory YAML file (not needed with `--dry-run`).
+    #[arg(short, long)]
+    inventory: Option<PathBuf>,
+    /// Run only these validators (comma-separated ids), even ones the blueprint skips.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Test only these nodes: names or Slurm hostlists, comma-separated (`node[01-04],gpu07`).
+    #[arg(long)]
+    nodes: Option<String>,
+    /// Where to write the results JSON (default `results/<cluster>-<UTC time>.json`).
+    #[arg(long)]
+    results: Option<PathBuf>,
+    /// A directory of more validators (`*.yaml`); one with a built-in's id replaces it.
+    #[arg(long)]
+    validators: Option<PathBuf>,
+    /// Drain failing nodes in Slurm (reason `toolkit:<validator ids>`) and resume nodes
+    /// toolkit drained once they pass again; nodes drained by people are left alone.
+    #[arg(long)]
+    drain_failed: bool,
+    /// Show the validators, subjects and commands that would run; run nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    output: OutputFormat,
+    #[command(flatten)]
+    ssh: SshArgs,
+}
+
+pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
+    let Some(inputs) = load_checked(&args.blueprint, args.inventory.as_deref(), args.output) else {
+        return Ok(Status::Error);
+    };
+    let model = crate::model::expand(&inputs.blueprint.blueprint)
+        .with_context(|| format!("expanding `{}` (`toolkit lint` locates the cause)", args.blueprint.display()))?;
+    let catalog = match Catalog::load(args.validators.as_deref()) {
+        Ok(catalog) => catalog,
+        Err(problems) => {
+            crate::cli::print_diagnostics(&problems, args.output);
+            return Ok(Status::Error);
+        }
+    };
+    let site =
+        inputs.inventory.as_ref().map_or_else(|| Site::everything(&model), |i| Site::from_inventory(&i.inventory));
+    let nodes = match &args.nodes {
+        Some(text) => {
+            Some(expand_hostlist(text).map_err(|problem| anyhow::anyhow!("--nodes: {problem}"))?.into_iter().collect())
+        }
+        None => None,
+    };
+    let only: Option<BTreeSet<String>> =
+        (!args.only.is_empty()).then(|| args.only.iter().map(|id| id.trim().to_owned()).collect());
+    let mut options = RunOptions { only, nodes, parallel: args.ssh.parallel.max(1), ..RunOptions::default() };
+    let planned = match run::plan(&catalog, &model, &site, &options) {
+        Ok(planned) => planned,
+        Err(problems) => {
+            for problem in problems {
+                eprintln!("error: {problem}");
+            }
+            return Ok(Status::Error);
+        }
+    };
+    if args.dry_run {
+        print_preview(&planned, &model, &site, args.output)?;
+        return Ok(Status::Clean);
+    }
+    let inventory = live::require_inventory(&inputs)?;
+    let pool = live::pool(inventory, &args.ssh)?;
+    let runtime = live::runtime()?;
+    let started = jiff::Timestamp::now();
+    let (outcome, drained) = runtime.block_on(async {
+        let cancel = CancellationToken::new();
+        let _ctrl_c = crate::apply::cancel_on_ctrl_c(cancel.clone());
+        options.cancel = Some(cancel);
+        options.progress = Some(progress_printer());
+        let outcome = run::execute(&planned, &model, &site, &pool, &options).await;
+        let drained = if args.drain_failed {
+            let controller = model.first_with(Role::Controller).map(|node| node.name.clone());
+            Some(drain_and_resume(&pool, controller.as_deref(), &outcome.node_verdicts).await)
+        } else {
+            None
+        };
+        pool.close_all().await;
+        (outcome, drained)
+    });
+    let finished = jiff::Timestamp::now().max(started);
+    let results = Results::new(
+        Run {
+            cluster: model.name.clone(),
+            blueprint: InputFile {
+                path: args.blueprint.display().to_string(),
+                sha256: text_sha256(&inputs.blueprint.source.text),
+            },
+            inventory: inputs.inventory.as_ref().map(|loaded| InputFile {
+                path: loaded.source.path.display().to_string(),
+                sha256: text_sha256(&loaded.source.text),
+            }),
+            toolkit_version: env!("CARGO_PKG_VERSION").to_owned(),
+            started,
+            finished,
+        },
+        outcome.validators,
+    );
+    let problems = results.problems();
+    if !problems.is_empty() {
+        let listed: Vec<String> = problems.iter().map(|p| format!("  {}: {}", p.at, p.message)).collect();
+        bail!("the run produced an inconsistent results document (a toolkit bug):\n{}", listed.join("\n"));
+    }
+    let path = args.results.clone().unwrap_or_else(|| default_results_path(&model.name, started));
+    let json = results.to_json()?;
+    write_atomic(&path, json.as_bytes()).with_context(|| format!("writing the results to `{}`", path.display()))?;
+    match args.output {
+        OutputFormat::Json => emit(&json),
+        OutputFormat::Text => emit(&summary_table(&results.validators)),
+    }
+    if let Some(drained) = drained {
+        match drained {
+            Ok(lines) => lines.iter().for_each(|line| eprintln!("slurm: {line}")),
+            Err(error) => eprintln!("error: --drain-failed: {error:#}"),
+        }
+    }
+    eprintln!(
+        "{}: {} — {}; results in {}",
+        results.run.cluster,
+        crate::report::verdict_word(&results),
+        crate::report::counts_sentence(&results),
+        path.display()
+    );
+    Ok(if results.exit_status() == 0 { Status::Clean } else { Status::Changes })
+}
+
+/// `results/<cluster>-20261121T093000Z.json`.
+fn default_results_path(cluster: &str, started: jiff::Timestamp) -> PathBuf {
+    Path::new("results").join(format!("{cluster}-{}.json", started.strftime("%Y%m%dT%H%M%SZ")))
+}
+
+/// Progress on stderr: a bar per validator on a terminal, one line per finished
+/// validator otherwise.
+fn progress_printer() -> Arc<dyn Fn(&Progress) + Send + Sync> {
+    let interactive = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let bar = if interactive {
+        let bar = indicatif::ProgressBar::new(0);
+        if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} [{elapsed}] {msg} {bar:30} {pos}/{len}") {
+            bar.set_style(style);
+        }
+        bar
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    Arc::new(move |event: &Progress| match event {
+        Progress::Started { id, subjects } => {
+            bar.set_length(*subjects as u64);
+            bar.set_position(0);
+            bar.set_message(id.clone());
+        }
+        Progress::Ran { .. } => bar.inc(1),
+        Progress::Finished { id, verdict, seconds } => {
+            let line = format!("validate: {id} {verdict} ({seconds:.1} s)");
+            if bar.is_hidden() {
+                eprintln!("{line}");
+            } else {
+                bar.println(line);
+            }
+        }
+    })
+}
+
+#[derive(Tabled)]
+struct Row {
+    validator: String,
+    scope: &'static str,
+    verdict: String,
+    passed: usize,
+    failed: usize,
+    warning: usize,
+    skipped: usize,
+    error: usize,
+    #[tabled(rename = "first problem")]
+    problem: String,
+}
+
+fn summary_table(validators: &[ValidatorResult]) -> String {
+    let rows = validators.iter().map(|validator| {
+        let counts = validator.counts();
+        let worst = validator.verdict();
+        let problem = validator
+            .subjects
+            .iter()
+            .find(|subject| subject.verdict == worst && worst != Verdict::Passed)
+            .map(|subject| {
+                shorten(&format!("{}: {}", subject.subject, subject.reason.as_deref().unwrap_or_default()), 100)
+            })
+            .unwrap_or_default();
+        Row {
+            validator: validator.id.clone(),
+            scope: validator.scope.as_str(),
+            verdict: worst.to_string(),
+            passed: counts.passed,
+            failed: counts.failed,
+            warning: counts.warning,
+            skipped: counts.skipped,
+            error: counts.error,
+            problem,
+        }
+    });
+    let mut table = Table::new(rows);
+    table.with(Style::sharp());
+    format!("{table}\n")
+}
+
+fn shorten(text: &str, limit: usize) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    if line.chars().count() > limit {
+        format!("{}…", line.chars().take(limit).collect::<String>())
+    } else {
+        line.to_owned()
+    }
+}
+
+/// What `--dry-run` prints for one validator.
+#[derive(serde::Serialize)]
+struct PreviewValidator {
+    id: String,
+    disposition: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    subjects: Vec<PreviewSubject>,
+}
+
+#[derive(serde::Serialize)]
+struct PreviewSubject {
+    subject: String,
+    host: String,
+    commands: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server: Option<String>,
+    /// Why it will be skipped (its host is not in the inventory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    skipped: Option<String>,
+}
+
+fn print_preview(
+    planned: &[Planned<'_>],
+    model: &crate::model::Model,
+    site: &Site,
+    output: OutputFormat,
+) -> anyhow::Result<()> {
+    let previews: Vec<PreviewValidator> = planned
+        .iter()
+        .map(|item| {
+            let (disposition, reason, subjects) = match &item.disposition {
+                Disposition::Skip(reason) => ("skip", Some(reason.clone()), Vec::new()),
+                Disposition::Fail(reason) => ("error", Some(reason.clone()), Vec::new()),
+                Disposition::Run { expansion, .. } => {
+                    let subjects = expansion
+                        .subjects
+                        .iter()
+                        .map(|subject| {
+                            let render = |template: &str| {
+                                expr::render_command(template, &subject.context)
+                                    .unwrap_or_else(|error| format!("<does not render: {error}>"))
+                            };
+                            PreviewSubject {
+                                subject: subject.name.clone(),
+                                host: subject.host.clone(),
+                                commands: item
+                                    .spec
+                                    .steps()
+                                    .iter()
+                                    .filter(|step| run::unmet(model, &step.when).is_none())
+                                    .map(|step| render(&step.command))
+                                    .collect(),
+                                server: item
+                                    .spec
+                                    .server
+                                    .as_ref()
+                                    .zip(subject.server_host.as_ref())
+                                    .map(|(server, host)| format!("on {host}: {}", render(&server.command))),
+                                skipped: std::iter::once(&subject.host)
+                                    .chain(subject.server_host.as_ref().filter(|_| item.spec.server.is_some()))
+                                    .find(|host| !site.hosts.contains(*host))
+                                    .map(|host| format!("`{host}` is not in the inventory")),
+                            }
+                        })
+                        .collect();
+                    ("run", None, subjects)
+                }
+            };
+            PreviewValidator { id: item.spec.id.clone(), disposition, reason, subjects }
+        })
+        .collect();
+    match output {
+        OutputFormat::Json => {
+            let document = serde_json::json!({ "format_version": 1, "validators": previews });
+            emit(&format!("{}\n", serde_json::to_string_pretty(&document)?));
+        }
+        OutputFormat::Text => {
+            let mut text = String::new();
+            for preview in &previews {
+                match &preview.reason {
+                    Some(reason) => writeln!(text, "{} — {}: {reason}", preview.id, preview.disposition)?,
+                    None => writeln!(text, "{} — {} subject(s)", preview.id, preview.subjects.len())?,
+                }
+                for subject in &preview.subjects {
+                    if let Some(reason) = &subject.skipped {
+                        writeln!(text, "  {} skipped: {reason}", subject.subject)?;
+                        continue;
+                    }
+                    for command in &subject.commands {
+                        writeln!(
+                            text,
+                            "  {} on {}: {}",
+                            subject.subject,
+                            subject.host,
+                            command.replace('\n', "\n      ")
+                        )?;
+                    }
+                    if let Some(server) = &subject.server {
+                        writeln!(text, "    server {server}")?;
+                    }
+                }
+            }
+            emit(&text);
+        }
+    }
+    Ok(())
+}
+
+/// Reads Slurm's node states on the controller, then drains and resumes.
+async fn drain_and_resume(
+    pool: &SshPool,
+    controller: Option<&str>,
+    verdicts: &std::collections::BTreeMap<String, std::collections::BTreeMap<String, Verdict>>,
+) -> anyhow::Result<Vec<String>> {
+    let controller = controller.context("the blueprint has no controller to run scontrol on")?;
+    let session = pool.connect(controller).await.map_err(|error| anyhow::anyhow!("{error}"))?;
+    let argv: Vec<String> = ["scontrol", "show", "node"].iter().map(|word| (*word).to_owned()).collect();
+    let output = session.exec(&argv).await?.into_success(controller, &argv)?;
+    let parsed = expr::parse("scontrol-node", &output.stdout_text())
+        .map_err(|error| anyhow::anyhow!("`scontrol show node`: {error}"))?;
+    let states = drain::node_states(&parsed).map_err(|error| anyhow::anyhow!(error))?;
+    let mut lines = Vec::new();
+    for action in drain::plan(&states, verdicts) {
+        match action.argv() {
+            None => lines.push(action.to_string()),
+            Some(argv) => match session.exec(&argv).await.and_then(|output| output.into_success(controller, &argv)) {
+                Ok(_) => lines.push(action.to_string()),
+                Err(error) => lines.push(format!("could not {action}: {error}")),
+            },
+        }
+    }
+    if lines.is_empty() {
+        lines.push("no node to drain or resume".to_owned());
+    }
+    Ok(lines)
+}

@@ -1,0 +1,509 @@
+//! Unit tests of the runner over a scripted transport (the integration tests in
+//! `tests/it/validate.rs` run the same code against real sshd hosts).
+
+// Values are computed from small integers and compare exactly.
+#![allow(clippy::float_cmp)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use super::*;
+use crate::blueprint::schema::ValidatorRef;
+use crate::source::SourceFile;
+use crate::transport::{Executor, Output, TransportError};
+
+type Respond = dyn Fn(&str, &str) -> (u32, String, String) + Send + Sync;
+
+/// Answers every command from a closure of (host, script); logs what ran where.
+struct Fake {
+    respond: Arc<Respond>,
+    log: Arc<Mutex<Vec<(String, String)>>>,
+    unreachable: BTreeSet<String>,
+}
+
+struct FakeHost {
+    name: String,
+    respond: Arc<Respond>,
+    log: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+impl Executor for FakeHost {
+    fn host(&self) -> &str {
+        &self.name
+    }
+
+    async fn exec(&self, argv: &[String]) -> Result<Output, TransportError> {
+        assert_eq!(&argv[..5], ["timeout", "--kill-after=5", argv[2].as_str(), "sh", "-c"], "wrapped in timeout");
+        let script = argv[5].clone();
+        self.log.lock().expect("log").push((self.name.clone(), script.clone()));
+        let (code, stdout, stderr) = (self.respond)(&self.name, &script);
+        Ok(Output { status: ExitStatus::Code(code), stdout: stdout.into_bytes(), stderr: stderr.into_bytes() })
+    }
+
+    async fn exec_with_input(&self, argv: &[String], _input: &[u8]) -> Result<Output, TransportError> {
+        self.exec(argv).await
+    }
+}
+
+impl Connector for Fake {
+    type Executor = FakeHost;
+
+    async fn connect(&self, host: &str) -> Result<Arc<FakeHost>, Arc<TransportError>> {
+        if self.unreachable.contains(host) {
+            return Err(Arc::new(TransportError::UnknownTarget { host: host.to_owned() }));
+        }
+        Ok(Arc::new(FakeHost { name: host.to_owned(), respond: Arc::clone(&self.respond), log: Arc::clone(&self.log) }))
+    }
+}
+
+fn fake(respond: impl Fn(&str, &str) -> (u32, String, String) + Send + Sync + 'static) -> Fake {
+    Fake { respond: Arc::new(respond), log: Arc::new(Mutex::new(Vec::new())), unreachable: BTreeSet::new() }
+}
+
+fn lab() -> Model {
+    let loaded = crate::blueprint::load(std::path::Path::new("blueprints/lab.yaml")).expect("loads");
+    crate::model::expand(&loaded.blueprint).expect("expands")
+}
+
+fn spec(text: &str) -> ValidatorSpec {
+    ValidatorSpec::from_source(&SourceFile::new("t.yaml", text.to_owned()))
+        .unwrap_or_else(|problems| panic!("{}", problems.render()))
+}
+
+fn catalog(specs: Vec<ValidatorSpec>) -> Catalog {
+    let origins = specs.iter().map(|s| s.id.clone()).collect();
+    Catalog { specs, origins }
+}
+
+fn options() -> RunOptions {
+    RunOptions { parallel: 4, ..RunOptions::default() }
+}
+
+async fn run_all(catalog: &Catalog, model: &Model, site: &Site, connector: &Fake, options: &RunOptions) -> RunOutcome {
+    let planned = plan(catalog, model, site, options).unwrap_or_else(|problems| panic!("{problems:?}"));
+    execute(&planned, model, site, connector, options).await
+}
+
+const LINKS: &str = "id: links
+title: Links
+failure: link-down
+docs: { what: a, why: b, fix: c }
+scope: node
+command: ip -j link show {{ node.rails[0].netdev }}
+parser: json
+measurements:
+  - { name: up, label: rails up, items: output, where: 'item.operstate == \"UP\"', aggregate: count }
+  - { name: mtu, label: MTU of the first rail, value: 'output[0].mtu' }
+thresholds:
+  - { measurement: up, comparison: '>=', value: 1, reference: the rail is up }
+  - { measurement: mtu, comparison: '==', derived: host_mtu }
+explain: 'saw {{ output | map(attribute=\"ifname\") | join(\",\") }}'
+";
+
+fn link(state: &str, mtu: u32) -> String {
+    format!("[{{\"ifname\": \"rail0\", \"operstate\": \"{state}\", \"mtu\": {mtu}}}]")
+}
+
+#[tokio::test]
+async fn node_subjects_pass_fail_error_and_skip() {
+    let model = lab();
+    let mut site = Site::everything(&model);
+    site.hosts.remove("node04");
+    let connector = fake(|host, script| {
+        assert_eq!(script, "ip -j link show rail0");
+        match host {
+            "node01" => (0, link("UP", 9000), String::new()),
+            "node02" => (0, link("DOWN", 1500), String::new()),
+            _ => (0, "[{\"ifname\": \"rail0\",\n \"mtu\": }]".to_owned(), String::new()),
+        }
+    });
+    let outcome = run_all(&catalog(vec![spec(LINKS)]), &model, &site, &connector, &options()).await;
+    let result = &outcome.validators[0];
+    let by_subject: BTreeMap<&str, &SubjectResult> = result.subjects.iter().map(|s| (s.subject.as_str(), s)).collect();
+    assert_eq!(by_subject["node01"].verdict, Verdict::Passed);
+    let node01 = by_subject["node01"];
+    assert_eq!(
+        node01.measurements[1].threshold.as_ref().map(|t| t.source.to_string()),
+        Some("model: rail host MTU 9000".to_owned())
+    );
+    let failed = by_subject["node02"];
+    assert_eq!(failed.verdict, Verdict::Failed);
+    assert_eq!(
+        failed.reason.as_deref(),
+        Some("rails up is 0, required >= 1 (default: the rail is up): saw rail0"),
+        "the first failing threshold, then the explanation"
+    );
+    let evidence = failed.evidence.as_ref().expect("evidence");
+    assert_eq!(evidence.command, "ip -j link show rail0");
+    assert_eq!(evidence.exit_code, Some(0));
+    let broken = by_subject["node03"];
+    assert_eq!(broken.verdict, Verdict::Error);
+    assert!(
+        broken
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with("json parser: could not parse line 2, column 9: expected value")),
+        "{broken:?}"
+    );
+    assert_eq!(by_subject["node04"].verdict, Verdict::Skipped);
+    assert_eq!(by_subject["node04"].reason.as_deref(), Some("`node04` is not in the inventory"));
+    assert_eq!(outcome.node_verdicts["node01"]["links"], Verdict::Passed);
+    assert_eq!(outcome.node_verdicts["node02"]["links"], Verdict::Failed);
+    assert!(!outcome.node_verdicts.contains_key("node03"), "an error says nothing about the node");
+    let results = crate::validate::results::Results::new(
+        crate::validate::results::Run {
+            cluster: "lab".to_owned(),
+            blueprint: crate::validate::results::InputFile { path: "b".to_owned(), sha256: "0".repeat(64) },
+            inventory: None,
+            toolkit_version: "0".to_owned(),
+            started: jiff::Timestamp::UNIX_EPOCH,
+            finished: jiff::Timestamp::UNIX_EPOCH,
+        },
+        outcome.validators.clone(),
+    );
+    assert!(results.problems().is_empty(), "a valid results document: {:?}", results.problems());
+}
+
+#[tokio::test]
+async fn failed_commands_timeouts_and_unreachable_hosts_are_errors() {
+    let model = lab();
+    let site = Site::everything(&model);
+    let mut connector = fake(|host, _| match host {
+        "node01" => (127, String::new(), "sh: 1: ip: not found\n".to_owned()),
+        "node02" => (124, String::new(), String::new()),
+        _ => (0, link("UP", 9000), String::new()),
+    });
+    connector.unreachable.insert("node03".to_owned());
+    let outcome = run_all(&catalog(vec![spec(LINKS)]), &model, &site, &connector, &options()).await;
+    let reasons: Vec<(Verdict, String)> =
+        outcome.validators[0].subjects.iter().map(|s| (s.verdict, s.reason.clone().unwrap_or_default())).collect();
+    assert_eq!(
+        reasons[0],
+        (Verdict::Error, "`ip -j link show rail0` failed (exit status 127): sh: 1: ip: not found".to_owned())
+    );
+    assert_eq!(reasons[1], (Verdict::Error, "timed out after 300 s".to_owned()));
+    assert!(reasons[2].1.starts_with("cannot reach `node03`: no SSH target named `node03`"), "{:?}", reasons[2]);
+    assert_eq!(reasons[3].0, Verdict::Passed);
+}
+
+#[tokio::test]
+async fn the_second_pass_names_the_bad_node() {
+    let model = lab();
+    let site = Site::everything(&model);
+    let pairwise = spec(
+        "id: pairs
+title: Pairs
+failure: slow
+docs: { what: a, why: b, fix: c }
+scope: node-pair
+pairing: disjoint
+runs_on: controller
+second_pass: true
+command: bench {{ node.name }} {{ peer.name }}
+parser: json
+measurements:
+  - { name: busbw, label: bus bandwidth, unit: GB/s, value: output.busbw }
+thresholds:
+  - { measurement: busbw, comparison: '>=', derived: nccl_busbw_inter_node }
+",
+    );
+    // node03 is bad: every pair with it is slow.
+    let connector = fake(|host, script| {
+        assert_eq!(host, "head", "pairs run from the controller");
+        let busbw = if script.contains("node03") { 12.5 } else { 45.0 };
+        (0, format!("{{\"busbw\": {busbw}}}"), String::new())
+    });
+    let outcome = run_all(&catalog(vec![pairwise]), &model, &site, &connector, &options()).await;
+    let subjects: Vec<(&str, Verdict)> =
+        outcome.validators[0].subjects.iter().map(|s| (s.subject.as_str(), s.verdict)).collect();
+    assert_eq!(
+        subjects,
+        [
+            ("node01+node02", Verdict::Passed),
+            ("node03+node04", Verdict::Failed),
+            ("node03+node01 (second pass)", Verdict::Failed),
+            ("node04+node02 (second pass)", Verdict::Passed),
+        ]
+    );
+    let reason = outcome.validators[0].subjects[1].reason.as_deref().unwrap_or_default();
+    assert_eq!(
+        reason,
+        "bus bandwidth is 12.5 GB/s, required >= 40 GB/s (model: 2 rails x 200 Gb/s / 8 x 0.8 efficiency) — second pass: \
+         node03 bad (node03 failed again with node01; node04 passed with node02)"
+    );
+    assert_eq!(outcome.node_verdicts["node03"]["pairs"], Verdict::Failed);
+    for node in ["node01", "node02", "node04"] {
+        assert_eq!(outcome.node_verdicts[node]["pairs"], Verdict::Passed, "{node}");
+    }
+}
+
+#[tokio::test]
+async fn a_pair_cleared_by_the_second_pass_is_a_warning() {
+    let model = lab();
+    let site = Site::everything(&model);
+    let pairwise = spec(
+        "id: pairs
+title: Pairs
+failure: slow
+docs: { what: a, why: b, fix: c }
+scope: node-pair
+pairing: disjoint
+second_pass: true
+command: bench {{ peer.name }}
+parser: json
+measurements:
+  - { name: busbw, label: bus bandwidth, unit: GB/s, value: output.busbw }
+thresholds:
+  - { measurement: busbw, comparison: '>=', value: 40, reference: r }
+",
+    );
+    let calls = Arc::new(Mutex::new(0));
+    let counter = Arc::clone(&calls);
+    let connector = fake(move |host, _| {
+        *counter.lock().expect("count") += 1;
+        // node03+node04 is slow once (a flaky first run); everything else is fine.
+        let busbw = if host == "node03" && *counter.lock().expect("count") <= 2 { 1.0 } else { 50.0 };
+        (0, format!("{{\"busbw\": {busbw}}}"), String::new())
+    });
+    let outcome =
+        run_all(&catalog(vec![pairwise]), &model, &site, &connector, &RunOptions { parallel: 1, ..options() }).await;
+    let pair = &outcome.validators[0].subjects[1];
+    assert_eq!(pair.verdict, Verdict::Warning);
+    assert!(pair.reason.as_deref().is_some_and(|r| r.contains("second pass cleared both nodes")), "{pair:?}");
+    assert!(outcome.node_verdicts.values().all(|by_id| by_id["pairs"] == Verdict::Passed));
+}
+
+#[tokio::test]
+async fn steps_run_in_order_and_only_when_they_apply() {
+    let model = lab();
+    let site = Site::everything(&model);
+    let stepped = spec(
+        "id: stepped
+title: Steps
+failure: bad
+docs: { what: a, why: b, fix: c }
+scope: cluster
+steps:
+  - { name: first, command: echo one, parser: lines }
+  - { name: ib, command: ibstat, parser: text, when: [infiniband] }
+  - { name: second, command: 'echo {{ hostlist }}', parser: lines }
+measurements:
+  - { name: lines, label: lines, value: '(output.first | length) + (output.second | length)' }
+  - { name: first_status, label: exit status of the first step, value: status.first }
+thresholds:
+  - { measurement: lines, comparison: '==', value: 2, reference: r }
+",
+    );
+    // As a shell would: the quotes around the hostlist are not part of the word.
+    let connector =
+        fake(|_, script| (0, format!("{}\n", script.trim_start_matches("echo ").trim_matches('\'')), String::new()));
+    let outcome = run_all(&catalog(vec![stepped]), &model, &site, &connector, &options()).await;
+    let subject = &outcome.validators[0].subjects[0];
+    assert_eq!(subject.subject, "lab");
+    assert_eq!(subject.verdict, Verdict::Passed, "{subject:?}");
+    let log = connector.log.lock().expect("log").clone();
+    assert_eq!(log, [("head".to_owned(), "echo one".to_owned()), ("head".to_owned(), "echo 'node[01-04]'".to_owned())]);
+    let evidence = subject.evidence.as_ref().expect("evidence");
+    assert_eq!(evidence.command, "echo one\necho 'node[01-04]'");
+    assert_eq!(evidence.output_tail, ["$ echo one", "one", "$ echo 'node[01-04]'", "node[01-04]"]);
+}
+
+#[tokio::test]
+async fn a_server_runs_on_the_peer_before_the_client() {
+    let model = lab();
+    let site = Site::everything(&model);
+    let rails = spec(
+        "id: bw
+title: Bandwidth
+failure: slow
+docs: { what: a, why: b, fix: c }
+scope: rail
+server: { command: 'serve {{ rail.peer_netdev }}', ready: 0.05 }
+command: 'connect {{ rail.peer_address }}'
+parser: json
+measurements:
+  - { name: gbps, label: bandwidth, unit: Gb/s, value: output.gbps }
+thresholds:
+  - { measurement: gbps, comparison: '>=', derived: rdma_bandwidth_gbps }
+",
+    );
+    let connector = fake(|_, script| {
+        if script.starts_with("serve") {
+            (0, "served\n".to_owned(), String::new())
+        } else {
+            (0, "{\"gbps\": 190}".to_owned(), String::new())
+        }
+    });
+    let outcome = run_all(
+        &catalog(vec![rails]),
+        &model,
+        &site,
+        &connector,
+        &RunOptions { nodes: Some(["node01".to_owned(), "node02".to_owned()].into()), ..options() },
+    )
+    .await;
+    let subjects = &outcome.validators[0].subjects;
+    assert_eq!(
+        subjects.iter().map(|s| s.subject.as_str()).collect::<Vec<_>>(),
+        ["node01+node02/rail0", "node01+node02/rail1"]
+    );
+    assert!(subjects.iter().all(|s| s.verdict == Verdict::Passed), "{subjects:?}");
+    let log = connector.log.lock().expect("log").clone();
+    assert!(log.contains(&("node02".to_owned(), "serve rail0".to_owned())), "{log:?}");
+    assert!(log.contains(&("node01".to_owned(), "connect 10.200.0.3".to_owned())), "{log:?}");
+    let tail = &subjects[0].evidence.as_ref().expect("evidence").output_tail;
+    assert!(tail.iter().any(|line| line == "--- server on node02: serve rail0"), "{tail:?}");
+    assert!(outcome.node_verdicts.is_empty() || outcome.node_verdicts.values().all(|v| v["bw"] == Verdict::Passed));
+}
+
+#[test]
+fn plan_selects_validators_and_applies_blueprint_overrides() {
+    let mut model = lab();
+    let links = spec(LINKS);
+    let other =
+        spec(&LINKS.replace("id: links", "id: other").replace("measurements:", "params: { size: 4 }\nmeasurements:"));
+    let catalog = catalog(vec![links, other]);
+    let site = Site::everything(&model);
+    let planned = plan(&catalog, &model, &site, &options()).expect("plans");
+    assert_eq!(planned.len(), 2);
+    model.blueprint.acceptance.validators = vec![
+        ValidatorRef { id: "links".to_owned(), thresholds: [("up".to_owned(), 2.0)].into(), skip: false },
+        ValidatorRef { id: "other".to_owned(), thresholds: [("size".to_owned(), 8.0)].into(), skip: true },
+    ];
+    let planned = plan(&catalog, &model, &site, &options()).expect("plans");
+    let Disposition::Run { limits, .. } = &planned[0].disposition else { panic!("runs") };
+    assert_eq!(
+        limits[0].source,
+        LimitSource::Blueprint { value: 2.0, key: "acceptance.validators[0].thresholds.up".to_owned() }
+    );
+    assert!(
+        matches!(&planned[1].disposition, Disposition::Skip(reason) if reason.contains("acceptance.validators[1].skip"))
+    );
+    // --only runs what it names, even what the blueprint skips.
+    let only = RunOptions { only: Some(["other".to_owned()].into()), ..options() };
+    let planned = plan(&catalog, &model, &site, &only).expect("plans");
+    assert_eq!(planned.len(), 1);
+    let Disposition::Run { params, .. } = &planned[0].disposition else { panic!("runs") };
+    assert_eq!(params["size"], 8.0);
+    // explicit mode runs only listed validators.
+    model.blueprint.acceptance.mode = AcceptanceMode::Explicit;
+    model.blueprint.acceptance.validators.truncate(1);
+    let planned = plan(&catalog, &model, &site, &options()).expect("plans");
+    assert_eq!(planned.iter().map(|p| p.spec.id.as_str()).collect::<Vec<_>>(), ["links"]);
+}
+
+#[test]
+fn plan_refuses_unknown_names_all_at_once() {
+    let mut model = lab();
+    model.blueprint.acceptance.validators = vec![
+        ValidatorRef { id: "linkz".to_owned(), thresholds: BTreeMap::new(), skip: false },
+        ValidatorRef { id: "links".to_owned(), thresholds: [("upp".to_owned(), 1.0)].into(), skip: false },
+    ];
+    let catalog = catalog(vec![spec(LINKS)]);
+    let options =
+        RunOptions { only: Some(["nope".to_owned()].into()), nodes: Some(["node1".to_owned()].into()), ..options() };
+    let problems = plan(&catalog, &model, &Site::everything(&model), &options).expect_err("refused");
+    assert_eq!(
+        problems,
+        [
+            "--only: unknown validator `nope`; known: links",
+            "--nodes: `node1` is not a node of `lab` (did you mean `node01`?)",
+            "acceptance.validators[0].id: unknown validator `linkz` (did you mean `links`?)",
+            "acceptance.validators[1].thresholds.upp: `links` has no threshold or parameter `upp`; it has: mtu, up",
+        ]
+    );
+}
+
+#[test]
+fn requirements_the_cluster_does_not_meet_skip_the_validator() {
+    let model = lab();
+    assert_eq!(unmet(&model, &[Requirement::Roce, Requirement::Gpu, Requirement::Slurm]), None);
+    assert_eq!(
+        unmet(&model, &[Requirement::Infiniband]).as_deref(),
+        Some("applies to InfiniBand fabrics; this one is RoCE")
+    );
+    let ib = spec(&LINKS.replace("scope: node", "scope: node\nrequires: [infiniband]"));
+    let catalog = catalog(vec![ib]);
+    let planned = plan(&catalog, &model, &Site::everything(&model), &options()).expect("plans");
+    assert!(matches!(&planned[0].disposition, Disposition::Skip(reason) if reason.contains("InfiniBand")));
+}
+
+#[test]
+fn aggregates() {
+    let context = expr::to_value(&json!({ "output": [
+        { "v": 3, "name": "a" }, { "v": null, "name": "b" }, { "v": 1, "name": "a" }, { "v": 8, "name": "c" }
+    ]}));
+    let measured = |aggregate: &str, filter: &str| {
+        let text = format!(
+            "id: t\ntitle: t\nfailure: t\ndocs: {{ what: a, why: b, fix: c }}\nscope: node\ncommand: x\nparser: json\n\
+             measurements:\n  - {{ name: m, label: m, items: output, aggregate: {aggregate}, value: {}, where: '{filter}' }}\n",
+            if aggregate == "distinct" { "item.name" } else { "item.v" }
+        );
+        measure(&spec(&text).measurements[0], &context)
+    };
+    assert_eq!(measured("count", "true"), Ok(4.0));
+    assert_eq!(measured("count", "item.v is not none and item.v > 2"), Ok(2.0));
+    assert_eq!(measured("sum", "true"), Ok(12.0));
+    assert_eq!(measured("min", "true"), Ok(1.0));
+    assert_eq!(measured("max", "true"), Ok(8.0));
+    assert_eq!(measured("mean", "true"), Ok(4.0));
+    assert_eq!(measured("distinct", "true"), Ok(3.0));
+    assert_eq!(measured("sum", "false"), Ok(0.0));
+    assert!(measured("max", "false").is_err_and(|e| e.starts_with("no values")));
+}
+
+fn recorded(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/parsers").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+#[tokio::test]
+async fn builtin_explanations_name_what_is_wrong_in_recorded_failures() {
+    let model = lab();
+    let site = Site::everything(&model);
+    let builtins = Catalog::builtin().unwrap_or_else(|problems| panic!("{}", problems.render()));
+    let chosen: Vec<ValidatorSpec> =
+        ["gpu-inventory", "mtu"].iter().map(|id| builtins.get(id).expect("built-in").clone()).collect();
+    // The lab's nodes have 4 GPUs; the recording is of an 8-GPU DGX. Its first rail
+    // pair sees a 1400 MTU on the way, the second has no route.
+    let connector = fake(|host, script| {
+        let text = if script == "nvidia-smi" {
+            recorded("nvidia_smi_8xh100_table.txt")
+        } else if host == "node01" {
+            recorded("ping_iputils_20221126_mtu1400_df_1472_fail.txt")
+        } else {
+            recorded("ping_iputils_20221126_network_unreachable.txt")
+        };
+        // ping exits 1 when packets were lost or could not be sent.
+        let code = u32::from(script != "nvidia-smi");
+        (code, text, String::new())
+    });
+    let three = ["node01", "node02", "node03"].iter().map(|name| (*name).to_owned()).collect();
+    let only = RunOptions { nodes: Some(three), ..options() };
+    let outcome = run_all(&catalog(chosen), &model, &site, &connector, &only).await;
+    let inventory = &outcome.validators[0].subjects[0];
+    assert_eq!(
+        inventory.reason.as_deref(),
+        Some(
+            "GPUs seen by the driver is 8, required == 4 (model: node group `gpu`: 4 x h100 per node): expected 4 x \
+             NVIDIA H100 80GB HBM3, seen 8: NVIDIA H100 80GB HBM3"
+        )
+    );
+    let mtu = &outcome.validators[1].subjects;
+    assert_eq!(mtu[0].subject, "node01+node02/rail0");
+    assert_eq!(
+        mtu[0].reason.as_deref(),
+        Some(
+            "packet loss at full MTU with DF set is 100 %, required <= 0 % (default: every full-size frame crosses the \
+             rail unfragmented): ping: local error: message too long, mtu=1400"
+        )
+    );
+    assert_eq!(mtu[1].subject, "node02+node03/rail0");
+    assert_eq!(
+        mtu[1].reason.as_deref(),
+        Some(
+            "ping could not send is 1, required <= 0 (default: the rail has an address and a route to the peer): ping: \
+             connect: Network is unreachable"
+        )
+    );
+}

@@ -1,0 +1,878 @@
+//! The schema of a validator file (`validators/*.yaml`): one acceptance test as data.
+//!
+//! Stage: validate (load). Input: the YAML text of one validator. Output: a checked
+//! [`ValidatorSpec`], or diagnostics with `file:line:col` for every problem found.
+//!
+//! A validator names what it checks (`id`, `title`, the failing condition
+//! `failure`, `docs`), where it runs (`scope`, `nodes`, `pairing`, `runs_on`), when
+//! it applies (`requires`), what it runs (`command` + `parser`, or several `steps`;
+//! commands are minijinja templates over the model in which every `{{ … }}` becomes
+//! one shell-quoted word), how numbers are read from the parsed output
+//! (`measurements`: minijinja expressions over `output`, optionally aggregated over
+//! `items`), and what they must meet (`thresholds`: a fixed `value` with its
+//! `reference`, or a `derived` value computed from the model). The format is
+//! documented with examples in `docs/validators.md`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Deserialize;
+
+use super::derived;
+use super::expr;
+use super::results::Comparison;
+use crate::diagnostic::{Diagnostic, Diagnostics, did_you_mean};
+use crate::source::SourceFile;
+
+/// Seconds a command may run when the validator does not say.
+pub const DEFAULT_TIMEOUT_SECONDS: u64 = 300;
+
+/// One acceptance test, as written in its YAML file.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValidatorSpec {
+    /// Stable id (`nccl-pairwise`): lowercase letters, digits and `-`.
+    pub id: String,
+    /// Short title for people.
+    pub title: String,
+    /// Stable name of the failing condition (`nccl-bus-bandwidth-low`).
+    pub failure: String,
+    /// What it checks, why it matters, how to fix a failure.
+    pub docs: SpecDocs,
+    /// What one subject is.
+    pub scope: SpecScope,
+    /// Which nodes subjects are made of (node, node-pair and rail scopes).
+    #[serde(default)]
+    pub nodes: NodeSelection,
+    /// How nodes are paired (node-pair and rail scopes).
+    #[serde(default)]
+    pub pairing: Pairing,
+    /// Where the command runs.
+    #[serde(default)]
+    pub runs_on: RunsOn,
+    /// What the cluster must have for this validator to apply; otherwise it is `skipped`.
+    #[serde(default)]
+    pub requires: Vec<Requirement>,
+    /// Numeric parameters for the command (`{{ params.level }}`); the blueprint
+    /// overrides them under `acceptance.validators[].thresholds`.
+    #[serde(default)]
+    pub params: BTreeMap<String, f64>,
+    /// The command (a template), when the validator runs one command.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// The parser of `command`'s standard output.
+    #[serde(default)]
+    pub parser: Option<String>,
+    /// Several commands run one after the other on the same host, each parsed on its
+    /// own into `output.<name>`; instead of `command` and `parser`.
+    #[serde(default)]
+    pub steps: Vec<Step>,
+    /// A command started first on the peer (node-pair and rail scopes), e.g. the
+    /// `ib_write_bw` server the subject's command connects to.
+    #[serde(default)]
+    pub server: Option<Server>,
+    /// Numbers read from the parsed output.
+    #[serde(default)]
+    pub measurements: Vec<MeasurementSpec>,
+    /// Curves recorded for the report's charts.
+    #[serde(default)]
+    pub series: Vec<SeriesSpec>,
+    /// Limits the measurements must meet.
+    #[serde(default)]
+    pub thresholds: Vec<ThresholdSpec>,
+    /// A template appended to the reason of a failing or warning subject, to name
+    /// what exactly is wrong (`sessions down: {{ … }}`).
+    #[serde(default)]
+    pub explain: Option<String>,
+    /// Seconds each command may run (the remote command is killed after it).
+    #[serde(default = "default_timeout")]
+    pub timeout: u64,
+    /// What a missed threshold means, unless the threshold says otherwise.
+    #[serde(default)]
+    pub severity: Severity,
+    /// Pairs that fail are re-tested with known-good partners to name the bad node
+    /// (node-pair and rail scopes; CHS `determine_failed_components`).
+    #[serde(default)]
+    pub second_pass: bool,
+    /// A cross-subject analysis computed in Rust and added to every subject's output.
+    #[serde(default)]
+    pub analysis: Option<Analysis>,
+    /// Subjects run at once for this validator (default: the run's `--parallel`).
+    #[serde(default)]
+    pub concurrency: Option<usize>,
+}
+
+const fn default_timeout() -> u64 {
+    DEFAULT_TIMEOUT_SECONDS
+}
+
+/// What it checks, why it matters, how to fix a failure (carried into the report).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpecDocs {
+    /// What it checks.
+    pub what: String,
+    /// Why it matters.
+    pub why: String,
+    /// How to fix a failure.
+    pub fix: String,
+}
+
+/// What one subject of a validator is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SpecScope {
+    /// Each selected node.
+    Node,
+    /// Pairs of selected nodes (`node01+node02`).
+    NodePair,
+    /// Each rail, for each pair of nodes on it (`node01+node02/rail0`).
+    Rail,
+    /// Each switch of the compute fabric.
+    Switch,
+    /// The cluster as a whole (one subject, run on the controller).
+    Cluster,
+}
+
+/// Which nodes subjects are made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeSelection {
+    /// Nodes of groups with the `compute` role.
+    #[default]
+    Compute,
+    /// Nodes with GPUs.
+    Gpu,
+    /// Nodes with NICs on the compute fabric.
+    Rail,
+    /// Every node.
+    All,
+}
+
+/// How nodes are paired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pairing {
+    /// Each node with the next (the last with the first): every node is tested as
+    /// client and as server once.
+    #[default]
+    Ring,
+    /// Nodes two by two, each in one pair (an odd last node pairs with the first):
+    /// the first pass of a pairwise test that a second pass bisects.
+    Disjoint,
+}
+
+/// Where a subject's command runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunsOn {
+    /// The subject itself: the node, the first node of a pair, the switch; the
+    /// controller for the cluster scope.
+    #[default]
+    Subject,
+    /// The Slurm controller (jobs launched with `srun`).
+    Controller,
+}
+
+/// Something the cluster must have for a validator (or a step) to apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Requirement {
+    /// Nodes with GPUs.
+    Gpu,
+    /// GPUs connected by NVLink.
+    Nvlink,
+    /// An InfiniBand compute fabric.
+    Infiniband,
+    /// A RoCE (routed Ethernet) compute fabric.
+    Roce,
+    /// Nodes with compute-fabric NICs.
+    Rails,
+    /// Slurm as the scheduler.
+    Slurm,
+    /// Slurm accounting (slurmdbd), where QOS live.
+    Accounting,
+    /// Tenants declared in the blueprint.
+    Tenants,
+}
+
+impl Requirement {
+    /// The name written in YAML.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Gpu => "gpu",
+            Self::Nvlink => "nvlink",
+            Self::Infiniband => "infiniband",
+            Self::Roce => "roce",
+            Self::Rails => "rails",
+            Self::Slurm => "slurm",
+            Self::Accounting => "accounting",
+            Self::Tenants => "tenants",
+        }
+    }
+}
+
+/// One command of a multi-step validator.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    /// Key of its parsed output under `output` (`output.nodes`).
+    pub name: String,
+    /// The command (a template).
+    pub command: String,
+    /// The parser of its standard output.
+    pub parser: String,
+    /// Run only when the cluster has all of these.
+    #[serde(default)]
+    pub when: Vec<Requirement>,
+}
+
+/// A command started on the peer before the subject's command.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Server {
+    /// The command (a template over the same context).
+    pub command: String,
+    /// Seconds to wait after starting it before the client command runs.
+    #[serde(default = "default_ready")]
+    pub ready: f64,
+}
+
+const fn default_ready() -> f64 {
+    2.0
+}
+
+/// A number read from the parsed output.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeasurementSpec {
+    /// Key (`busbw`), used by thresholds and blueprint overrides: lowercase, digits, `_`.
+    pub name: String,
+    /// What people read (`in-place bus bandwidth, peak`).
+    pub label: String,
+    /// Unit (`GB/s`); empty for counts.
+    #[serde(default)]
+    pub unit: String,
+    /// An expression giving a list; the measurement aggregates over it.
+    #[serde(default)]
+    pub items: Option<String>,
+    /// An expression over `item` that keeps an item when true.
+    #[serde(default, rename = "where")]
+    pub filter: Option<String>,
+    /// The number: an expression (over `item` when `items` is set).
+    #[serde(default)]
+    pub value: Option<String>,
+    /// How item values are combined (required with `items`).
+    #[serde(default)]
+    pub aggregate: Option<Aggregate>,
+    /// Measured only when the cluster has all of these.
+    #[serde(default)]
+    pub when: Vec<Requirement>,
+}
+
+/// How the values of items are combined into one number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Aggregate {
+    /// Items kept by `where` (no `value` needed).
+    Count,
+    /// Sum of values (none skipped).
+    Sum,
+    /// Smallest value.
+    Min,
+    /// Largest value.
+    Max,
+    /// Arithmetic mean.
+    Mean,
+    /// Number of different values.
+    Distinct,
+}
+
+/// A curve for the report: y against x over items.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeriesSpec {
+    /// Curve name (`busbw, in-place`).
+    pub name: String,
+    /// An expression giving the list of points.
+    pub items: String,
+    /// x of an item.
+    pub x: String,
+    /// y of an item.
+    pub y: String,
+    /// What x is.
+    pub x_label: String,
+    /// Unit of x (`B` is drawn as KiB/MiB/GiB).
+    pub x_unit: String,
+    /// `log2` or `linear`.
+    #[serde(default)]
+    pub x_scale: SeriesScale,
+    /// What y is.
+    pub y_label: String,
+    /// Unit of y.
+    pub y_unit: String,
+}
+
+/// The scale of a series' x axis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SeriesScale {
+    /// Evenly spaced values.
+    #[default]
+    Linear,
+    /// Powers of two evenly spaced.
+    Log2,
+}
+
+/// A limit one measurement must meet.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ThresholdSpec {
+    /// The measurement's `name`.
+    pub measurement: String,
+    /// `>=`, `<=` or `==`.
+    pub comparison: Comparison,
+    /// A fixed limit.
+    #[serde(default)]
+    pub value: Option<f64>,
+    /// A limit computed from the model (names in `docs/validators.md`).
+    #[serde(default)]
+    pub derived: Option<String>,
+    /// Where a fixed limit comes from (required with `value`).
+    #[serde(default)]
+    pub reference: Option<String>,
+    /// What missing it means (default: the validator's `severity`).
+    #[serde(default)]
+    pub severity: Option<Severity>,
+    /// Applies only when the cluster has all of these.
+    #[serde(default)]
+    pub when: Vec<Requirement>,
+}
+
+/// What a missed threshold means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The subject fails.
+    #[default]
+    Failure,
+    /// The subject passes with a warning.
+    Warning,
+}
+
+/// Cross-subject analyses computed in Rust.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Analysis {
+    /// LLDP neighbours of every switch against the cabling plan: adds
+    /// `output.cabling` (`findings`, `verified`, `expected`) to each switch.
+    Cabling,
+}
+
+/// A step with everything resolved: what the runner executes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedStep {
+    /// `None` for a single-command validator (its output is `output` itself).
+    pub name: Option<String>,
+    /// The command template.
+    pub command: String,
+    /// The parser.
+    pub parser: String,
+    /// Requirements of the step.
+    pub when: Vec<Requirement>,
+}
+
+impl ValidatorSpec {
+    /// Reads and checks one validator file: YAML shape first (with locations), then
+    /// every semantic problem at once.
+    ///
+    /// # Errors
+    /// Diagnostics naming the file, line and key.
+    pub fn from_source(source: &SourceFile) -> Result<Self, Diagnostics> {
+        let value = crate::yaml::parse_value(source)?;
+        let spec: Self = crate::yaml::deserialize(source, value)?;
+        let problems = spec.problems(source);
+        if problems.has_errors() { Err(problems) } else { Ok(spec) }
+    }
+
+    /// The commands to run, single-command validators as one unnamed step.
+    #[must_use]
+    pub fn steps(&self) -> Vec<ResolvedStep> {
+        match (&self.command, &self.parser) {
+            (Some(command), Some(parser)) => {
+                vec![ResolvedStep { name: None, command: command.clone(), parser: parser.clone(), when: Vec::new() }]
+            }
+            _ => self
+                .steps
+                .iter()
+                .map(|step| ResolvedStep {
+                    name: Some(step.name.clone()),
+                    command: step.command.clone(),
+                    parser: step.parser.clone(),
+                    when: step.when.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The measurement called `name`.
+    #[must_use]
+    pub fn measurement(&self, name: &str) -> Option<&MeasurementSpec> {
+        self.measurements.iter().find(|measurement| measurement.name == name)
+    }
+
+    /// Names the blueprint may override under `thresholds`: thresholded measurements
+    /// and parameters.
+    #[must_use]
+    pub fn overridable(&self) -> BTreeSet<&str> {
+        self.thresholds
+            .iter()
+            .map(|threshold| threshold.measurement.as_str())
+            .chain(self.params.keys().map(String::as_str))
+            .collect()
+    }
+
+    fn problems(&self, source: &SourceFile) -> Diagnostics {
+        let mut out = Diagnostics::default();
+        let mut error = |id: &'static str, at: &str, message: String, help: &str| {
+            out.push(Diagnostic::error(id, message).at(source, at).help(help.to_owned()));
+        };
+        if !is_slug(&self.id, '-') {
+            error(
+                "validator-id",
+                "id",
+                format!("`{}` is not a validator id", self.id),
+                "use lowercase letters, digits and `-`, e.g. `nccl-pairwise`",
+            );
+        }
+        if !is_slug(&self.failure, '-') {
+            error(
+                "validator-failure",
+                "failure",
+                format!("`{}` is not a failure name", self.failure),
+                "use lowercase letters, digits and `-`, e.g. `gpu-count-wrong`",
+            );
+        }
+        for (key, text) in [
+            ("title", &self.title),
+            ("docs.what", &self.docs.what),
+            ("docs.why", &self.docs.why),
+            ("docs.fix", &self.docs.fix),
+        ] {
+            if text.trim().is_empty() {
+                error(
+                    "validator-empty",
+                    key,
+                    format!("`{key}` is empty"),
+                    "say it in a sentence: the report shows it to the customer",
+                );
+            }
+        }
+        if self.timeout == 0 {
+            error(
+                "validator-timeout",
+                "timeout",
+                "`timeout: 0` would kill every command at once".to_owned(),
+                "give seconds, e.g. `timeout: 300`",
+            );
+        }
+        if self.concurrency == Some(0) {
+            error(
+                "validator-concurrency",
+                "concurrency",
+                "`concurrency: 0` would run nothing".to_owned(),
+                "leave it out, or give at least 1",
+            );
+        }
+        let pairs = matches!(self.scope, SpecScope::NodePair | SpecScope::Rail);
+        if self.server.is_some() && !pairs {
+            error(
+                "validator-server",
+                "server",
+                "`server` needs a peer: only node-pair and rail scopes have one".to_owned(),
+                "remove `server`, or use `scope: node-pair` or `rail`",
+            );
+        }
+        if self.second_pass && !pairs {
+            error(
+                "validator-second-pass",
+                "second_pass",
+                "`second_pass` re-tests pairs: only node-pair and rail scopes have pairs".to_owned(),
+                "remove `second_pass`",
+            );
+        }
+        if self.analysis == Some(Analysis::Cabling) && self.scope != SpecScope::Switch {
+            error(
+                "validator-analysis",
+                "analysis",
+                "the cabling analysis reads every switch's LLDP neighbours: it needs `scope: switch`".to_owned(),
+                "set `scope: switch`",
+            );
+        }
+        for (name, value) in &self.params {
+            if !is_slug(name, '_') || !value.is_finite() {
+                error(
+                    "validator-param",
+                    &format!("params.{name}"),
+                    format!("parameter `{name}: {value}` is not a name with a finite number"),
+                    "use lowercase names with `_` and plain numbers",
+                );
+            }
+        }
+        self.check_steps(source, &mut out);
+        self.check_measurements(source, &mut out);
+        self.check_thresholds(source, &mut out);
+        if let Some(explain) = &self.explain
+            && let Err(problem) = expr::check_text_template(explain)
+        {
+            out.push(
+                Diagnostic::error("validator-template", format!("`explain` does not compile: {problem}"))
+                    .at(source, "explain")
+                    .help("see the minijinja syntax: `{{ … }}` and `{% … %}`"),
+            );
+        }
+        out
+    }
+
+    fn check_steps(&self, source: &SourceFile, out: &mut Diagnostics) {
+        match (&self.command, &self.parser, self.steps.is_empty()) {
+            (Some(_), Some(_), true) | (None, None, false) => {}
+            (Some(_), None, true) => out.push(
+                Diagnostic::error("validator-parser", "`command` has no `parser`")
+                    .at(source, "command")
+                    .help(format!("add `parser:`, one of: {}", expr::parser_names().join(", "))),
+            ),
+            (None, Some(_), true) => out.push(
+                Diagnostic::error("validator-command", "`parser` has no `command`")
+                    .at(source, "parser")
+                    .help("add the `command:` whose output it reads"),
+            ),
+            (None, None, true) => out.push(
+                Diagnostic::error(
+                    "validator-command",
+                    "the validator runs nothing: give `command` and `parser`, or `steps`",
+                )
+                .in_file(&source.path)
+                .help("add `command:` and `parser:`"),
+            ),
+            _ => out.push(
+                Diagnostic::error("validator-command", "give either `command` and `parser`, or `steps`, not both")
+                    .at(source, "steps")
+                    .help("move the command into `steps`, or drop `steps`"),
+            ),
+        }
+        let mut names = BTreeSet::new();
+        for (index, step) in self.steps.iter().enumerate() {
+            if !is_slug(&step.name, '_') {
+                out.push(
+                    Diagnostic::error("validator-step", format!("step name `{}` is not a key", step.name))
+                        .at(source, format!("steps[{index}].name"))
+                        .help("use lowercase letters, digits and `_`: it becomes `output.<name>`"),
+                );
+            } else if !names.insert(step.name.as_str()) {
+                out.push(
+                    Diagnostic::error("validator-step", format!("step `{}` appears twice", step.name))
+                        .at(source, format!("steps[{index}].name"))
+                        .help("give every step its own name"),
+                );
+            }
+        }
+        let keyed: Vec<(String, &str, &str)> = match (&self.command, &self.parser) {
+            (Some(command), Some(parser)) => vec![(String::new(), command.as_str(), parser.as_str())],
+            _ => self
+                .steps
+                .iter()
+                .enumerate()
+                .map(|(index, step)| (format!("steps[{index}]."), step.command.as_str(), step.parser.as_str()))
+                .collect(),
+        };
+        for (prefix, command, parser) in keyed {
+            if let Err(problem) = expr::check_command_template(command) {
+                out.push(
+                    Diagnostic::error("validator-template", format!("the command does not compile: {problem}"))
+                        .at(source, format!("{prefix}command"))
+                        .help("see the minijinja syntax: `{{ … }}` and `{% … %}`"),
+                );
+            }
+            if !expr::parser_names().contains(&parser) {
+                let help = match did_you_mean(parser, expr::parser_names()) {
+                    Some(close) => {
+                        format!("did you mean `{close}`? known parsers: {}", expr::parser_names().join(", "))
+                    }
+                    None => format!("known parsers: {}", expr::parser_names().join(", ")),
+                };
+                out.push(
+                    Diagnostic::error("validator-parser", format!("unknown parser `{parser}`"))
+                        .at(source, format!("{prefix}parser"))
+                        .help(help),
+                );
+            }
+        }
+        if let Some(server) = &self.server {
+            if let Err(problem) = expr::check_command_template(&server.command) {
+                out.push(
+                    Diagnostic::error("validator-template", format!("the server command does not compile: {problem}"))
+                        .at(source, "server.command")
+                        .help("see the minijinja syntax"),
+                );
+            }
+            if !(server.ready.is_finite() && (0.0..=600.0).contains(&server.ready)) {
+                out.push(
+                    Diagnostic::error(
+                        "validator-server",
+                        format!("`ready: {}` is not a delay in seconds", server.ready),
+                    )
+                    .at(source, "server.ready")
+                    .help("give seconds between 0 and 600"),
+                );
+            }
+        }
+    }
+
+    fn check_measurements(&self, source: &SourceFile, out: &mut Diagnostics) {
+        let mut names = BTreeSet::new();
+        for (index, measurement) in self.measurements.iter().enumerate() {
+            let at = |key: &str| format!("measurements[{index}].{key}");
+            if !is_slug(&measurement.name, '_') {
+                out.push(
+                    Diagnostic::error(
+                        "validator-measurement",
+                        format!("`{}` is not a measurement key", measurement.name),
+                    )
+                    .at(source, at("name"))
+                    .help("use lowercase letters, digits and `_`"),
+                );
+            } else if !names.insert(measurement.name.as_str()) {
+                out.push(
+                    Diagnostic::error(
+                        "validator-measurement",
+                        format!("measurement `{}` appears twice", measurement.name),
+                    )
+                    .at(source, at("name"))
+                    .help("give every measurement its own name"),
+                );
+            }
+            match (&measurement.items, measurement.aggregate, &measurement.value) {
+                (None, None, Some(_)) | (Some(_), Some(Aggregate::Count), _) | (Some(_), Some(_), Some(_)) => {}
+                (None, Some(_), _) => out.push(
+                    Diagnostic::error("validator-measurement", "`aggregate` needs `items` to aggregate over")
+                        .at(source, at("aggregate"))
+                        .help("add `items:`, or drop `aggregate`"),
+                ),
+                (None, None, None) => out.push(
+                    Diagnostic::error(
+                        "validator-measurement",
+                        format!("measurement `{}` has no `value`", measurement.name),
+                    )
+                    .at(source, at("name"))
+                    .help("add `value:` (an expression over `output`)"),
+                ),
+                (Some(_), None, _) => out.push(
+                    Diagnostic::error("validator-measurement", "`items` needs an `aggregate`")
+                        .at(source, at("items"))
+                        .help("add `aggregate:` (count, sum, min, max, mean or distinct)"),
+                ),
+                (Some(_), Some(_), None) => out.push(
+                    Diagnostic::error("validator-measurement", "this aggregate needs a `value` per item")
+                        .at(source, at("aggregate"))
+                        .help("add `value:` (an expression over `item`)"),
+                ),
+            }
+            if measurement.filter.is_some() && measurement.items.is_none() {
+                out.push(
+                    Diagnostic::error("validator-measurement", "`where` filters `items`, which is not set")
+                        .at(source, at("where"))
+                        .help("add `items:`, or drop `where`"),
+                );
+            }
+            for (key, text) in
+                [("items", &measurement.items), ("where", &measurement.filter), ("value", &measurement.value)]
+            {
+                if let Some(text) = text
+                    && let Err(problem) = expr::check_expression(text)
+                {
+                    out.push(
+                        Diagnostic::error("validator-expression", format!("`{key}` does not compile: {problem}"))
+                            .at(source, at(key))
+                            .help("an expression, e.g. `output.rows | length`"),
+                    );
+                }
+            }
+        }
+        for (index, series) in self.series.iter().enumerate() {
+            for (key, text) in [("items", &series.items), ("x", &series.x), ("y", &series.y)] {
+                if let Err(problem) = expr::check_expression(text) {
+                    out.push(
+                        Diagnostic::error("validator-expression", format!("`{key}` does not compile: {problem}"))
+                            .at(source, format!("series[{index}].{key}"))
+                            .help("an expression over `item`"),
+                    );
+                }
+            }
+        }
+    }
+
+    fn check_thresholds(&self, source: &SourceFile, out: &mut Diagnostics) {
+        for (index, threshold) in self.thresholds.iter().enumerate() {
+            let at = |key: &str| format!("thresholds[{index}].{key}");
+            if self.measurement(&threshold.measurement).is_none() {
+                let names = self.measurements.iter().map(|m| m.name.as_str());
+                let help = match did_you_mean(&threshold.measurement, names.clone()) {
+                    Some(close) => format!("did you mean `{close}`?"),
+                    None => format!("measurements here: {}", names.collect::<Vec<_>>().join(", ")),
+                };
+                out.push(
+                    Diagnostic::error("validator-threshold", format!("no measurement `{}`", threshold.measurement))
+                        .at(source, at("measurement"))
+                        .help(help),
+                );
+            }
+            match (&threshold.value, &threshold.derived) {
+                (Some(value), None) => {
+                    if !value.is_finite() {
+                        out.push(
+                            Diagnostic::error(
+                                "validator-threshold",
+                                format!("`value: {value}` is not a finite number"),
+                            )
+                            .at(source, at("value"))
+                            .help("give a number"),
+                        );
+                    }
+                    if threshold.reference.as_deref().is_none_or(|reference| reference.trim().is_empty()) {
+                        out.push(
+                            Diagnostic::error(
+                                "validator-threshold",
+                                "a fixed threshold needs a `reference`: where the number comes from",
+                            )
+                            .at(source, at("value"))
+                            .help("e.g. `reference: AzNHC ND96isr H100 v5, check_nccl_allreduce 460 GB/s at 16 GiB`"),
+                        );
+                    }
+                }
+                (None, Some(name)) => {
+                    if derived::describe(name).is_none() {
+                        let help = match did_you_mean(name, derived::names()) {
+                            Some(close) => format!("did you mean `{close}`?"),
+                            None => format!("known: {}", derived::names().collect::<Vec<_>>().join(", ")),
+                        };
+                        out.push(
+                            Diagnostic::error("validator-threshold", format!("unknown derived threshold `{name}`"))
+                                .at(source, at("derived"))
+                                .help(help),
+                        );
+                    }
+                }
+                _ => out.push(
+                    Diagnostic::error("validator-threshold", "give exactly one of `value` and `derived`")
+                        .at(source, at("measurement"))
+                        .help("`value: 0` with a `reference`, or `derived: gpus_per_node`"),
+                ),
+            }
+        }
+    }
+}
+
+/// Whether `text` is lowercase letters and digits joined by `separator`, starting
+/// with a letter.
+fn is_slug(text: &str, separator: char) -> bool {
+    text.starts_with(|c: char| c.is_ascii_lowercase())
+        && text.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == separator)
+        && !text.ends_with(separator)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<ValidatorSpec, Diagnostics> {
+        ValidatorSpec::from_source(&SourceFile::new("t.yaml", text.to_owned()))
+    }
+
+    const MINIMAL: &str = "id: ping-self
+title: Ping
+failure: ping-lost
+docs: { what: a, why: b, fix: c }
+scope: node
+command: ping -c 1 {{ node.address }}
+parser: ping
+measurements:
+  - { name: loss, label: packet loss, unit: '%', value: output.statistics.loss_percent }
+thresholds:
+  - { measurement: loss, comparison: '<=', value: 0, reference: no loss on a healthy link }
+";
+
+    #[test]
+    fn a_minimal_validator_loads_as_one_step() {
+        let spec = load(MINIMAL).expect("loads");
+        assert_eq!(spec.steps().len(), 1);
+        assert_eq!(spec.steps()[0].name, None);
+        assert_eq!(spec.timeout, DEFAULT_TIMEOUT_SECONDS);
+        assert_eq!(spec.overridable().into_iter().collect::<Vec<_>>(), vec!["loss"]);
+    }
+
+    #[test]
+    fn every_semantic_problem_is_reported_with_its_key() {
+        let text = MINIMAL
+            .replace("id: ping-self", "id: Ping_Self")
+            .replace("parser: ping", "parser: pingg")
+            .replace("measurement: loss,", "measurement: los,")
+            .replace("reference: no loss on a healthy link", "reference: ''");
+        let rendered = load(&text).expect_err("refused").render();
+        assert!(rendered.contains("`Ping_Self` is not a validator id"), "{rendered}");
+        assert!(rendered.contains("unknown parser `pingg`") && rendered.contains("did you mean `ping`?"), "{rendered}");
+        assert!(rendered.contains("no measurement `los`") && rendered.contains("did you mean `loss`?"), "{rendered}");
+        assert!(rendered.contains("needs a `reference`"), "{rendered}");
+        assert!(rendered.contains("t.yaml:1:"), "located: {rendered}");
+    }
+
+    #[test]
+    fn templates_and_expressions_are_compiled_when_loaded() {
+        let text = MINIMAL
+            .replace("{{ node.address }}", "{{ node.address ")
+            .replace("output.statistics.loss_percent", "output.statistics.(");
+        let rendered = load(&text).expect_err("refused").render();
+        assert!(rendered.contains("the command does not compile"), "{rendered}");
+        assert!(rendered.contains("`value` does not compile"), "{rendered}");
+    }
+
+    #[test]
+    fn unknown_keys_and_derived_names_are_refused() {
+        let rendered = load(&format!("{MINIMAL}colour: red\n")).expect_err("refused").render();
+        assert!(rendered.contains("unknown key `colour`"), "{rendered}");
+        let text = MINIMAL.replace("value: 0, reference: no loss on a healthy link", "derived: gpus_per_nod");
+        let rendered = load(&text).expect_err("refused").render();
+        assert!(
+            rendered.contains("unknown derived threshold `gpus_per_nod`") && rendered.contains("`gpus_per_node`"),
+            "{rendered}"
+        );
+    }
+
+    #[test]
+    fn scope_specific_options_are_checked() {
+        let text = format!("{MINIMAL}second_pass: true\nserver: {{ command: sleep 1 }}\nanalysis: cabling\n");
+        let rendered = load(&text).expect_err("refused").render();
+        assert!(rendered.contains("`server` needs a peer"), "{rendered}");
+        assert!(rendered.contains("`second_pass` re-tests pairs"), "{rendered}");
+        assert!(rendered.contains("needs `scope: switch`"), "{rendered}");
+    }
+
+    #[test]
+    fn steps_and_command_are_exclusive_and_aggregates_need_items() {
+        let text = MINIMAL.replace(
+            "measurements:\n",
+            "steps:\n  - { name: a, command: 'true', parser: text }\nmeasurements:\n  - { name: n, label: n, aggregate: count }\n",
+        );
+        let rendered = load(&text).expect_err("refused").render();
+        assert!(rendered.contains("not both"), "{rendered}");
+        assert!(rendered.contains("`aggregate` needs `items`"), "{rendered}");
+    }
+
+    #[test]
+    fn slugs() {
+        assert!(is_slug("nccl-pairwise", '-'));
+        assert!(is_slug("busbw_peak", '_'));
+        assert!(!is_slug("-x", '-') && !is_slug("x-", '-') && !is_slug("1x", '-') && !is_slug("", '-'));
+        assert!(!is_slug("a_b", '-'));
+    }
+}

@@ -1,0 +1,575 @@
+//! Subjects of a validator: which nodes, pairs, rails, switches (or the cluster) it
+//! runs on, where each command runs, and the template context of each.
+//!
+//! Stage: validate (pure). Input: a [`ValidatorSpec`], the [`Model`], the [`Site`]
+//! (what the inventory can reach) and the `--nodes` filter. Output: [`Subject`]s in
+//! a stable order. Contexts are minijinja values that share the cluster-wide part,
+//! so thousands of subjects do not copy the node list thousands of times.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use minijinja::value::Value;
+use serde_json::json;
+
+use super::expr::to_value;
+use super::spec::{NodeSelection, Pairing, RunsOn, SpecScope, ValidatorSpec};
+use crate::blueprint::schema::{FabricKind, Role, SchedulerKind};
+use crate::inventory::Inventory;
+use crate::model::{Model, Node, hostlist, slurm};
+use crate::topology::ports::{self, DEFAULT_PORT_PREFIX, Direction};
+
+/// What the inventory says about reaching the cluster.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Site {
+    /// Hosts and switches with an SSH target.
+    pub hosts: BTreeSet<String>,
+    /// Switch port prefix by switch (`swp` when absent).
+    pub port_prefixes: BTreeMap<String, String>,
+    /// Rail NIC MACs by node and rail, lowercase.
+    pub rail_macs: BTreeMap<String, BTreeMap<u32, String>>,
+}
+
+impl Site {
+    /// From an inventory.
+    #[must_use]
+    pub fn from_inventory(inventory: &Inventory) -> Self {
+        Self {
+            hosts: inventory.hosts.keys().chain(inventory.switches.keys()).cloned().collect(),
+            port_prefixes: inventory
+                .switches
+                .iter()
+                .filter_map(|(name, switch)| switch.port_prefix.clone().map(|prefix| (name.clone(), prefix)))
+                .collect(),
+            rail_macs: inventory
+                .hosts
+                .iter()
+                .filter(|(_, host)| !host.rail_macs.is_empty())
+                .map(|(name, host)| {
+                    (name.clone(), host.rail_macs.iter().map(|(rail, mac)| (*rail, mac.to_lowercase())).collect())
+                })
+                .collect(),
+        }
+    }
+
+    /// Every node and switch of the model reachable (dry runs and tests).
+    #[must_use]
+    pub fn everything(model: &Model) -> Self {
+        Self {
+            hosts: model
+                .nodes
+                .iter()
+                .map(|n| n.name.clone())
+                .chain(model.fabric.switches.iter().map(|s| s.name.clone()))
+                .collect(),
+            ..Self::default()
+        }
+    }
+
+    /// The port prefix of `switch`.
+    #[must_use]
+    pub fn port_prefix(&self, switch: &str) -> &str {
+        self.port_prefixes.get(switch).map_or(DEFAULT_PORT_PREFIX, String::as_str)
+    }
+}
+
+/// One thing a validator checks, with where its command runs.
+#[derive(Debug, Clone)]
+pub struct Subject {
+    /// `node01`, `node01+node02`, `node01+node02/rail0`, `leaf0`, or the cluster name.
+    pub name: String,
+    /// Where the steps run.
+    pub host: String,
+    /// Where the server command runs (the peer), for validators with a server.
+    pub server_host: Option<String>,
+    /// Indexes of the nodes under test (one, two, or every selected node for the cluster).
+    pub nodes: Vec<usize>,
+    /// Index of the switch under test.
+    pub switch: Option<usize>,
+    /// Rail of a rail subject.
+    pub rail: Option<u32>,
+    /// The template context.
+    pub context: Value,
+}
+
+/// The subjects of one validator and the nodes they were made from.
+#[derive(Debug, Clone)]
+pub struct Expansion {
+    /// Subjects, in order.
+    pub subjects: Vec<Subject>,
+    /// Indexes of the selected nodes.
+    pub selected: Vec<usize>,
+    /// Why there are no subjects, when there are none.
+    pub empty_reason: Option<String>,
+}
+
+/// The nodes a selection names, in model order, restricted to `filter` when given.
+#[must_use]
+pub fn select_nodes(model: &Model, selection: NodeSelection, filter: Option<&BTreeSet<String>>) -> Vec<usize> {
+    model
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, node)| {
+            let group = &model.groups[node.group];
+            match selection {
+                NodeSelection::Compute => group.has_role(Role::Compute),
+                NodeSelection::Gpu => group.gpus_per_node > 0,
+                NodeSelection::Rail => !node.rails.is_empty(),
+                NodeSelection::All => true,
+            }
+        })
+        .filter(|(_, node)| filter.is_none_or(|names| names.contains(&node.name)))
+        .map(|(index, _)| index)
+        .collect()
+}
+
+/// Ring pairs over `count` items: (0,1), (1,2) … (n-1,0); one pair for two items.
+#[must_use]
+pub fn ring_pairs(count: usize) -> Vec<(usize, usize)> {
+    match count {
+        0 | 1 => Vec::new(),
+        2 => vec![(0, 1)],
+        _ => (0..count).map(|index| (index, (index + 1) % count)).collect(),
+    }
+}
+
+/// Disjoint pairs over `count` items: (0,1), (2,3) …; an odd last item pairs with
+/// item 0, so every item is in at least one pair.
+#[must_use]
+pub fn disjoint_pairs(count: usize) -> Vec<(usize, usize)> {
+    if count < 2 {
+        return Vec::new();
+    }
+    let mut pairs: Vec<(usize, usize)> = (0..count / 2).map(|pair| (2 * pair, 2 * pair + 1)).collect();
+    if count % 2 == 1 {
+        pairs.push((count - 1, 0));
+    }
+    pairs
+}
+
+/// Expands `spec` into subjects.
+///
+/// # Errors
+/// When the validator runs on the controller and the cluster has none.
+pub fn expand(
+    spec: &ValidatorSpec,
+    model: &Model,
+    site: &Site,
+    filter: Option<&BTreeSet<String>>,
+    params: &BTreeMap<String, f64>,
+) -> Result<Expansion, String> {
+    let selected = match spec.scope {
+        SpecScope::Switch => Vec::new(),
+        _ => select_nodes(model, spec.nodes, filter),
+    };
+    let base = base_context(model, site, &selected, params);
+    let controller = model.first_with(Role::Controller).map(|node| node.name.clone());
+    let runs_on_controller = spec.runs_on == RunsOn::Controller || spec.scope == SpecScope::Cluster;
+    let controller_host = if runs_on_controller {
+        Some(controller.clone().ok_or("it runs on the Slurm controller, and no node group has the `controller` role")?)
+    } else {
+        None
+    };
+    let mut subjects = Vec::new();
+    let pairs = |count: usize| match spec.pairing {
+        Pairing::Ring => ring_pairs(count),
+        Pairing::Disjoint => disjoint_pairs(count),
+    };
+    match spec.scope {
+        SpecScope::Node => {
+            for &index in &selected {
+                let node = &model.nodes[index];
+                subjects.push(Subject {
+                    name: node.name.clone(),
+                    host: controller_host.clone().unwrap_or_else(|| node.name.clone()),
+                    server_host: None,
+                    nodes: vec![index],
+                    switch: None,
+                    rail: None,
+                    context: merge(&json!({ "node": node_view(model, node) }), &base),
+                });
+            }
+        }
+        SpecScope::NodePair => {
+            for (first, second) in pairs(selected.len()) {
+                subjects.push(pair_subject(
+                    model,
+                    &base,
+                    controller_host.as_deref(),
+                    selected[first],
+                    selected[second],
+                    None,
+                    "",
+                ));
+            }
+        }
+        SpecScope::Rail => {
+            for rail in 0..model.fabric.sizing.rails {
+                let on_rail: Vec<usize> = selected
+                    .iter()
+                    .copied()
+                    .filter(|&index| model.nodes[index].rails.iter().any(|port| port.rail == rail))
+                    .collect();
+                for (first, second) in pairs(on_rail.len()) {
+                    subjects.push(pair_subject(
+                        model,
+                        &base,
+                        controller_host.as_deref(),
+                        on_rail[first],
+                        on_rail[second],
+                        Some(rail),
+                        "",
+                    ));
+                }
+            }
+        }
+        SpecScope::Switch => {
+            let fabric_ports = ports::fabric_ports(&model.fabric);
+            for (index, switch) in model.fabric.switches.iter().enumerate() {
+                let prefix = site.port_prefix(&switch.name);
+                let ports: Vec<serde_json::Value> = fabric_ports[index]
+                    .iter()
+                    .map(|port| {
+                        let peer = &model.fabric.switches[port.peer];
+                        json!({
+                            "name": ports::port_name(prefix, port.port),
+                            "peer": peer.name,
+                            "peer_port": ports::port_name(site.port_prefix(&peer.name), port.peer_port),
+                            "direction": match port.direction { Direction::Up => "up", Direction::Down => "down" },
+                        })
+                    })
+                    .collect();
+                let view = json!({
+                    "name": switch.name,
+                    "role": switch.role,
+                    "asn": switch.asn,
+                    "loopback": switch.loopback,
+                    "rail": switch.rail,
+                    "su": switch.su,
+                    "ports": ports,
+                });
+                subjects.push(Subject {
+                    name: switch.name.clone(),
+                    host: controller_host.clone().unwrap_or_else(|| switch.name.clone()),
+                    server_host: None,
+                    nodes: Vec::new(),
+                    switch: Some(index),
+                    rail: None,
+                    context: merge(&json!({ "switch": view }), &base),
+                });
+            }
+        }
+        SpecScope::Cluster => subjects.push(Subject {
+            name: model.name.clone(),
+            host: controller_host.clone().unwrap_or_default(),
+            server_host: None,
+            nodes: selected.clone(),
+            switch: None,
+            rail: None,
+            context: base.clone(),
+        }),
+    }
+    let empty_reason = subjects.is_empty().then(|| match spec.scope {
+        SpecScope::NodePair | SpecScope::Rail => format!(
+            "needs at least two {} nodes, {} selected{}",
+            describe_selection(spec.nodes),
+            selected.len(),
+            if filter.is_some() { " by --nodes" } else { "" }
+        ),
+        SpecScope::Switch => "the compute fabric has no switches".to_owned(),
+        _ => format!(
+            "no {} nodes{}",
+            describe_selection(spec.nodes),
+            if filter.is_some() { " among --nodes" } else { "" }
+        ),
+    });
+    Ok(Expansion { subjects, selected, empty_reason })
+}
+
+fn describe_selection(selection: NodeSelection) -> &'static str {
+    match selection {
+        NodeSelection::Compute => "compute",
+        NodeSelection::Gpu => "GPU",
+        NodeSelection::Rail => "compute-fabric",
+        NodeSelection::All => "",
+    }
+}
+
+/// A pair subject: `first` runs the command (unless on the controller), `second` is
+/// the peer (and runs the server). `suffix` marks re-tests (` (second pass)`).
+#[must_use]
+pub fn pair_subject(
+    model: &Model,
+    base: &Value,
+    controller: Option<&str>,
+    first: usize,
+    second: usize,
+    rail: Option<u32>,
+    suffix: &str,
+) -> Subject {
+    let (node, peer) = (&model.nodes[first], &model.nodes[second]);
+    let mut name = format!("{}+{}", node.name, peer.name);
+    let mut specific = json!({ "node": node_view(model, node), "peer": node_view(model, peer) });
+    if let Some(rail) = rail {
+        name = format!("{name}/rail{rail}");
+        let mine = node.rails.iter().find(|port| port.rail == rail);
+        let theirs = peer.rails.iter().find(|port| port.rail == rail);
+        if let (Some(mine), Some(theirs)) = (mine, theirs) {
+            specific["rail"] = json!({
+                "index": rail,
+                "netdev": mine.netdev,
+                "address": mine.address,
+                "mtu": mine.mtu,
+                "leaf": model.fabric.switches[mine.leaf].name,
+                "peer_netdev": theirs.netdev,
+                "peer_address": theirs.address,
+                "peer_leaf": model.fabric.switches[theirs.leaf].name,
+            });
+        }
+    }
+    name.push_str(suffix);
+    Subject {
+        name,
+        host: controller.map_or_else(|| node.name.clone(), str::to_owned),
+        server_host: Some(peer.name.clone()),
+        nodes: vec![first, second],
+        switch: None,
+        rail,
+        context: merge(&specific, base),
+    }
+}
+
+/// What every subject of a validator sees: the cluster, parameters, the selected
+/// nodes and the scheduler's expected objects.
+#[must_use]
+pub fn base_context(model: &Model, site: &Site, selected: &[usize], params: &BTreeMap<String, f64>) -> Value {
+    let names: Vec<&str> = selected.iter().map(|&index| model.nodes[index].name.as_str()).collect();
+    let node_gpus: BTreeMap<&str, u32> = selected
+        .iter()
+        .map(|&index| (model.nodes[index].name.as_str(), model.groups[model.nodes[index].group].gpus_per_node))
+        .collect();
+    let slurm = if model.blueprint.scheduler.kind == SchedulerKind::Slurm {
+        slurm::slurm(model).ok().flatten().map(|config| {
+            json!({
+                "controller": config.controller,
+                "partitions": config.partitions.iter().map(|p| p.name.clone()).collect::<Vec<_>>(),
+                "qos": config.qos.iter().map(|q| q.name.clone()).collect::<Vec<_>>(),
+                "accounting": config.accounting(),
+            })
+        })
+    } else {
+        None
+    };
+    let fabric = &model.fabric;
+    to_value(&json!({
+        "cluster": {
+            "name": model.name,
+            "domain": model.domain,
+            "fabric": {
+                "kind": match fabric.kind { FabricKind::Infiniband => "infiniband", FabricKind::Roce => "roce" },
+                "rails": fabric.sizing.rails,
+                "link_speed_gbps": fabric.link_speed_gbps,
+                "host_mtu": fabric.host_mtu,
+                "switch_mtu": fabric.switch_mtu,
+            },
+            "controller": model.first_with(Role::Controller).map(|node| node.name.clone()),
+            "scratch": model.scratch.as_ref().map(|scratch| scratch.mount.clone()),
+        },
+        "params": params,
+        "nodes": names,
+        "hostlist": hostlist::compress(names.iter().copied()),
+        "node_gpus": node_gpus,
+        "slurm": slurm,
+        "reachable": site.hosts.len(),
+    }))
+}
+
+/// A node as templates see it.
+#[must_use]
+pub fn node_view(model: &Model, node: &Node) -> serde_json::Value {
+    let group = &model.groups[node.group];
+    json!({
+        "name": node.name,
+        "group": group.name,
+        "roles": group.roles,
+        "address": node.mgmt_address,
+        "gpus": group.gpus_per_node,
+        "gpu": group.gpu.map(|gpu| json!({ "model": gpu.name, "product": gpu.product, "memory_gib": gpu.memory_gib })),
+        "rails": node.rails.iter().map(|port| json!({
+            "index": port.rail,
+            "netdev": port.netdev,
+            "address": port.address,
+            "prefix_len": port.prefix_len,
+            "gateway": port.gateway,
+            "leaf": model.fabric.switches[port.leaf].name,
+            "leaf_port": port.leaf_port,
+            "mtu": port.mtu,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn merge(specific: &serde_json::Value, base: &Value) -> Value {
+    minijinja::value::merge_maps([to_value(specific), base.clone()])
+}
+
+/// Names from `--nodes`: comma-separated names or Slurm hostlists (`node[01-04,07]`).
+///
+/// # Errors
+/// A malformed range, named in the message.
+pub fn expand_hostlist(text: &str) -> Result<Vec<String>, String> {
+    let mut names = Vec::new();
+    let mut depth = 0usize;
+    let mut current = String::new();
+    let mut items = Vec::new();
+    for character in text.chars() {
+        match character {
+            '[' => depth += 1,
+            ']' => depth = depth.checked_sub(1).ok_or_else(|| format!("`{text}`: `]` without `[`"))?,
+            ',' if depth == 0 => {
+                items.push(std::mem::take(&mut current));
+                continue;
+            }
+            _ => {}
+        }
+        current.push(character);
+    }
+    if depth != 0 {
+        return Err(format!("`{text}`: `[` without `]`"));
+    }
+    items.push(current);
+    for item in items.iter().map(|item| item.trim()).filter(|item| !item.is_empty()) {
+        let Some((prefix, rest)) = item.split_once('[') else {
+            names.push(item.to_owned());
+            continue;
+        };
+        let (ranges, suffix) = rest.split_once(']').ok_or_else(|| format!("`{item}`: `[` without `]`"))?;
+        for range in ranges.split(',') {
+            let (start, end) = range.split_once('-').unwrap_or((range, range));
+            let width = start.len();
+            let (low, high) = match (start.parse::<u64>(), end.parse::<u64>()) {
+                (Ok(low), Ok(high)) if low <= high && high - low < 100_000 => (low, high),
+                _ => return Err(format!("`{item}`: `{range}` is not a range like `01-04`")),
+            };
+            for number in low..=high {
+                names.push(format!("{prefix}{number:0width$}{suffix}"));
+            }
+        }
+    }
+    Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::spec::ValidatorSpec;
+
+    fn model(path: &str) -> Model {
+        let loaded = crate::blueprint::load(std::path::Path::new(path)).expect("blueprint loads");
+        crate::model::expand(&loaded.blueprint).expect("expands")
+    }
+
+    fn spec(scope: &str, extra: &str) -> ValidatorSpec {
+        let text = format!(
+            "id: t\ntitle: t\nfailure: t\ndocs: {{ what: a, why: b, fix: c }}\nscope: {scope}\ncommand: 'true'\nparser: text\n{extra}"
+        );
+        ValidatorSpec::from_source(&crate::source::SourceFile::new("t.yaml", text)).expect("spec loads")
+    }
+
+    fn names(expansion: &Expansion) -> Vec<String> {
+        expansion.subjects.iter().map(|subject| subject.name.clone()).collect()
+    }
+
+    #[test]
+    fn pairings() {
+        assert_eq!(ring_pairs(1), vec![]);
+        assert_eq!(ring_pairs(2), vec![(0, 1)]);
+        assert_eq!(ring_pairs(4), vec![(0, 1), (1, 2), (2, 3), (3, 0)]);
+        assert_eq!(disjoint_pairs(4), vec![(0, 1), (2, 3)]);
+        assert_eq!(disjoint_pairs(5), vec![(0, 1), (2, 3), (4, 0)]);
+        assert_eq!(disjoint_pairs(1), vec![]);
+    }
+
+    #[test]
+    fn node_and_pair_subjects_of_the_lab() {
+        let lab = model("blueprints/lab.yaml");
+        let site = Site::everything(&lab);
+        let nodes = expand(&spec("node", ""), &lab, &site, None, &BTreeMap::new()).expect("expands");
+        assert_eq!(names(&nodes), ["node01", "node02", "node03", "node04"]);
+        assert_eq!(nodes.subjects[0].host, "node01");
+        let all = expand(&spec("node", "nodes: all"), &lab, &site, None, &BTreeMap::new()).expect("expands");
+        assert_eq!(names(&all)[0], "head");
+        let ring = expand(&spec("node-pair", ""), &lab, &site, None, &BTreeMap::new()).expect("expands");
+        assert_eq!(names(&ring), ["node01+node02", "node02+node03", "node03+node04", "node04+node01"]);
+        assert_eq!(ring.subjects[3].server_host.as_deref(), Some("node01"));
+        let disjoint =
+            expand(&spec("node-pair", "pairing: disjoint\nruns_on: controller"), &lab, &site, None, &BTreeMap::new())
+                .expect("expands");
+        assert_eq!(names(&disjoint), ["node01+node02", "node03+node04"]);
+        assert_eq!(disjoint.subjects[0].host, "head", "srun from the controller");
+        let filter: BTreeSet<String> = ["node02".to_owned()].into();
+        let one = expand(&spec("node-pair", ""), &lab, &site, Some(&filter), &BTreeMap::new()).expect("expands");
+        assert!(one.subjects.is_empty());
+        assert_eq!(one.empty_reason.as_deref(), Some("needs at least two compute nodes, 1 selected by --nodes"));
+    }
+
+    #[test]
+    fn rail_subjects_carry_both_ends_of_the_rail() {
+        let lab = model("blueprints/lab.yaml");
+        let rails = expand(&spec("rail", ""), &lab, &Site::everything(&lab), None, &BTreeMap::new()).expect("expands");
+        assert_eq!(rails.subjects.len(), 8, "2 rails x 4 ring pairs");
+        assert_eq!(rails.subjects[0].name, "node01+node02/rail0");
+        assert_eq!(rails.subjects[4].name, "node01+node02/rail1");
+        let script = crate::validate::expr::render_command(
+            "ping -M do -s {{ rail.mtu - 28 }} -I {{ rail.netdev }} {{ rail.peer_address }}",
+            &rails.subjects[5].context,
+        )
+        .expect("renders");
+        // node02 rail1 is 10.200.0.35 (the second host of leaf1's 10.200.0.32/27), node03 is .36.
+        assert_eq!(script, "ping -M do -s 8972 -I rail1 10.200.0.36");
+        let superpod = model("blueprints/h100-superpod-1su.yaml");
+        let rails = expand(&spec("rail", ""), &superpod, &Site::everything(&superpod), None, &BTreeMap::new())
+            .expect("expands");
+        assert_eq!(rails.subjects.len(), 8 * 31, "8 rails x 31 ring pairs of DGX nodes");
+    }
+
+    #[test]
+    fn switch_subjects_name_their_fabric_ports_with_the_inventory_prefix() {
+        let lab = model("blueprints/lab.yaml");
+        let mut site = Site::everything(&lab);
+        site.port_prefixes.insert("spine0".to_owned(), "eth".to_owned());
+        let switches = expand(&spec("switch", ""), &lab, &site, None, &BTreeMap::new()).expect("expands");
+        assert_eq!(names(&switches), ["leaf0", "leaf1", "spine0"]);
+        let script = crate::validate::expr::render_command(
+            "{% for p in switch.ports %}{{ p.name }}>{{ p.peer }}:{{ p.peer_port }} {% endfor %}",
+            &switches.subjects[2].context,
+        )
+        .expect("renders");
+        assert_eq!(script, "eth1>leaf0:swp26 eth2>leaf1:swp26");
+    }
+
+    #[test]
+    fn the_cluster_subject_runs_on_the_controller_and_sees_the_scheduler() {
+        let lab = model("blueprints/lab.yaml");
+        let cluster =
+            expand(&spec("cluster", ""), &lab, &Site::everything(&lab), None, &BTreeMap::new()).expect("expands");
+        assert_eq!(names(&cluster), ["lab"]);
+        assert_eq!(cluster.subjects[0].host, "head");
+        let text = crate::validate::expr::render_text(
+            "{{ hostlist }} {{ slurm.partitions | join(',') }} {{ slurm.qos | join(',') }} {{ node_gpus.node03 }}",
+            &cluster.subjects[0].context,
+        )
+        .expect("renders");
+        assert_eq!(text, "node[01-04] gpu borrow,team-a,team-b 4");
+    }
+
+    #[test]
+    fn hostlists_from_the_command_line() {
+        assert_eq!(
+            expand_hostlist("node[01-03,07],head").expect("expands"),
+            ["node01", "node02", "node03", "node07", "head"]
+        );
+        assert_eq!(expand_hostlist("gpu[8-10]-ib").expect("expands"), ["gpu8-ib", "gpu9-ib", "gpu10-ib"]);
+        assert!(expand_hostlist("node[01-").is_err());
+        assert!(expand_hostlist("node[04-01]").is_err());
+    }
+}
