@@ -532,11 +532,6 @@ fn renders_a_4096_node_cluster() {
     render_scaled(4096);
 }
 
-#[test]
-#[ignore = "about a minute in a debug build; run with --ignored to see the time"]
-fn renders_a_32768_node_cluster() {
-    render_scaled(32_768);
-}
 
 #[test]
 fn infiniband_rails_are_on_link_and_leave_the_mtu_to_ipoib() {
