@@ -532,7 +532,6 @@ fn renders_a_4096_node_cluster() {
     render_scaled(4096);
 }
 
-
 #[test]
 fn infiniband_rails_are_on_link_and_leave_the_mtu_to_ipoib() {
     let resources = render_all(&model("h100-superpod-1su"), None);
