@@ -11,7 +11,7 @@ use tabled::{Table, Tabled};
 use tokio_util::sync::CancellationToken;
 
 use crate::apply::{self, ApplyOptions, ApplyReport, Outcome};
-use crate::cli::live::{self, SshArgs};
+use crate::cli::live::{self, ApplyArgs};
 use crate::cli::{OutputFormat, Status, emit, load_checked, print_diagnostics};
 use crate::compile::compile;
 use crate::deploy::{self, lock};
@@ -29,29 +29,11 @@ pub struct Args {
     /// The inventory YAML file.
     #[arg(short, long)]
     inventory: Option<PathBuf>,
-    /// Apply without asking (required when not on a terminal).
-    #[arg(long, short = 'y')]
-    yes: bool,
-    /// Show the plan only (same as `toolkit plan`).
-    #[arg(long)]
-    dry_run: bool,
-    /// Stop starting new hosts once more than this percentage of hosts failed.
-    #[arg(long)]
-    max_fail_percent: Option<u8>,
-    /// State file (default: the inventory's `state_file`).
-    #[arg(long)]
-    state: Option<PathBuf>,
-    /// Keep each replaced file beside it as `<path>.<UTC time>.toolkit-backup`.
-    #[arg(long)]
-    backup: bool,
     /// Templates that override the built-in ones.
     #[arg(long)]
     templates: Option<PathBuf>,
-    /// Output format of the plan and the outcome.
-    #[arg(long, value_enum, default_value_t)]
-    output: OutputFormat,
     #[command(flatten)]
-    ssh: SshArgs,
+    apply: ApplyArgs,
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
@@ -63,7 +45,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         ),
         None => (args.input.clone(), args.inventory.clone()),
     };
-    let output = args.output;
+    let output = args.apply.output;
     // Generated secrets must exist before rendering, so the plan compares real content.
     if let Some(path) = &inventory
         && let Ok(loaded) = crate::inventory::load(path)
@@ -88,8 +70,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             return Ok(Status::Error);
         }
     };
-    let pool = live::pool(inventory, &args.ssh)?;
-    let state_path = live::state_path(args.state.as_ref(), &inputs);
+    let pool = live::pool(inventory, &args.apply.ssh)?;
+    let state_path = live::state_path(args.apply.state.as_ref(), &inputs);
     let plan_inputs = live::plan_inputs(&inputs, &compiled);
     let controller = compiled
         .model
@@ -98,14 +80,14 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         .context("the blueprint has no controller to hold the cluster lock")?;
     let runtime = live::runtime()?;
     runtime.block_on(async {
-        let locked = if args.dry_run {
+        let locked = if args.apply.dry_run {
             None
         } else {
             let session = pool.connect(&controller).await.map_err(|error| anyhow::anyhow!("{error}"))?;
             lock::acquire(session.as_ref(), &lock::owner_description()).await?;
             Some(session)
         };
-        let options = RunOptions::from(args);
+        let options = RunOptions::from(&args.apply);
         let result = plan_and_apply(
             &options,
             &compiled.graph,
@@ -136,8 +118,8 @@ pub(crate) struct RunOptions {
     pub backup: bool,
 }
 
-impl From<&Args> for RunOptions {
-    fn from(args: &Args) -> Self {
+impl From<&ApplyArgs> for RunOptions {
+    fn from(args: &ApplyArgs) -> Self {
         Self {
             yes: args.yes,
             dry_run: args.dry_run,

@@ -28,6 +28,31 @@ pub struct SshArgs {
     pub connect_timeout: u64,
 }
 
+/// How `deploy` and `push` apply: shared flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ApplyArgs {
+    /// Apply without asking (required when not on a terminal).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Show the plan only.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Stop starting new hosts once more than this percentage of hosts failed.
+    #[arg(long)]
+    pub max_fail_percent: Option<u8>,
+    /// State file (`deploy` defaults to the inventory's `state_file`).
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+    /// Keep each replaced file beside it as `<path>.<UTC time>.toolkit-backup`.
+    #[arg(long)]
+    pub backup: bool,
+    /// Output format of the plan and the outcome.
+    #[arg(long, value_enum, default_value_t)]
+    pub output: crate::cli::OutputFormat,
+    #[command(flatten)]
+    pub ssh: SshArgs,
+}
+
 /// A multi-threaded runtime for the network stages.
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")

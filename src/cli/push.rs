@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::cli::deploy::{RunOptions, plan_and_apply};
-use crate::cli::live::{self, SshArgs};
-use crate::cli::{OutputFormat, Status, print_diagnostics};
+use crate::cli::live::{self, ApplyArgs};
+use crate::cli::{Status, print_diagnostics};
 use crate::compile::text_sha256;
 use crate::diagnostic::{Diagnostic, Diagnostics};
 use crate::manifest::{self, Manifest};
@@ -21,26 +21,8 @@ pub struct Args {
     /// The inventory YAML file.
     #[arg(short, long)]
     inventory: PathBuf,
-    /// Apply without asking (required when not on a terminal).
-    #[arg(long, short = 'y')]
-    yes: bool,
-    /// Show the plan only.
-    #[arg(long)]
-    dry_run: bool,
-    /// Stop starting new hosts once more than this percentage of hosts failed.
-    #[arg(long)]
-    max_fail_percent: Option<u8>,
-    /// State file recording what was pushed.
-    #[arg(long)]
-    state: Option<PathBuf>,
-    /// Keep each replaced file beside it as `<path>.<UTC time>.toolkit-backup`.
-    #[arg(long)]
-    backup: bool,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t)]
-    output: OutputFormat,
     #[command(flatten)]
-    ssh: SshArgs,
+    apply: ApplyArgs,
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
@@ -49,7 +31,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
     let ((manifest, source), inventory) = match loaded {
         Ok(loaded) => loaded,
         Err(diagnostics) => {
-            print_diagnostics(&diagnostics, args.output);
+            print_diagnostics(&diagnostics, args.apply.output);
             return Ok(Status::Error);
         }
     };
@@ -62,7 +44,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
     {
         Ok(graph) => graph,
         Err(diagnostics) => {
-            print_diagnostics(&diagnostics, args.output);
+            print_diagnostics(&diagnostics, args.apply.output);
             return Ok(Status::Error);
         }
     };
@@ -72,17 +54,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         blueprint_sha256: text_sha256(&source.text),
         inventory_sha256: Some(text_sha256(&inventory.source.text)),
     };
-    let pool = live::pool(&inventory, &args.ssh)?;
-    let options = RunOptions {
-        yes: args.yes,
-        dry_run: args.dry_run,
-        output: args.output,
-        parallel: args.ssh.parallel,
-        max_fail_percent: args.max_fail_percent,
-        backup: args.backup,
-    };
+    let pool = live::pool(&inventory, &args.apply.ssh)?;
+    let options = RunOptions::from(&args.apply);
     live::runtime()?.block_on(async {
-        let result = plan_and_apply(&options, &graph, &name, &pool, inputs, None, args.state.as_deref()).await;
+        let result = plan_and_apply(&options, &graph, &name, &pool, inputs, None, args.apply.state.as_deref()).await;
         pool.close_all().await;
         result
     })
