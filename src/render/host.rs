@@ -88,7 +88,8 @@ fn node_target(name: &str) -> Target {
     Target { name: name.to_owned(), kind: TargetKind::Node }
 }
 
-fn file(target: &Target, path: &str, content: Content, mode: u32) -> Resource {
+/// A root-owned, non-secret file without a check command.
+pub(crate) fn file(target: &Target, path: &str, content: Content, mode: u32) -> Resource {
     Resource::new(
         target.clone(),
         path,

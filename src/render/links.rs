@@ -13,7 +13,7 @@
 
 use serde::Serialize;
 
-use crate::render::host::apply_once;
+use crate::render::host::{apply_once, file};
 use crate::render::{RenderError, Renderer};
 use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target};
 use crate::topology::ports::{MAX_INTERFACE_NAME, is_interface_name};
@@ -151,22 +151,6 @@ impl<'a> LinkNamer<'a> {
         out.extend([script_file, unit_file, apply, service]);
         Ok(Some(done))
     }
-}
-
-fn file(target: &Target, path: &str, content: Content, mode: u32) -> Resource {
-    Resource::new(
-        target.clone(),
-        path,
-        Desired::File {
-            path: path.to_owned(),
-            content,
-            mode,
-            owner: "root".to_owned(),
-            group: "root".to_owned(),
-            secret: false,
-            check: None,
-        },
-    )
 }
 
 #[cfg(test)]

@@ -118,7 +118,9 @@ impl Renderer {
     }
 }
 
-fn new_environment() -> Environment<'static> {
+/// A strict environment with Jinja's usual config-file whitespace settings; the
+/// validators' expressions use the same one.
+pub(crate) fn new_environment() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     // Jinja's usual config-file settings: block tags do not leave blank lines.

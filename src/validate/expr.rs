@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::sync::OnceLock;
 
 use minijinja::value::{Rest, Value, ValueKind};
-use minijinja::{Environment, Error, ErrorKind, UndefinedBehavior};
+use minijinja::{Environment, Error, ErrorKind};
 
 use super::parsers;
 use crate::model::hostlist;
@@ -90,16 +90,7 @@ fn text_env() -> &'static Environment<'static> {
 }
 
 fn base_env() -> Environment<'static> {
-    let mut env = Environment::new();
-    env.set_undefined_behavior(UndefinedBehavior::Strict);
-    if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder()
-        .trim_blocks(true)
-        .lstrip_blocks(true)
-        .keep_trailing_newline(true)
-        .build()
-    {
-        env.set_syntax(syntax);
-    }
+    let mut env = crate::render::new_environment();
     env.add_filter("flatten", flatten);
     env.add_filter("matching", matching);
     env.add_filter("hostlist", compress_hostlist);
