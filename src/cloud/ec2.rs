@@ -547,6 +547,7 @@ pub fn instances_to_inventory(instances: &[Instance]) -> Inventory {
         bmcs: BTreeMap::new(),
         secrets: crate::inventory::schema::Secrets::default(),
         state_file: None,
+        cloud: None,
     }
 }
 
