@@ -72,6 +72,8 @@ pub async fn apply<E: Executor>(
             })
         }
         Desired::Directory { path, mode, owner } => directory(executor, path, *mode, owner).await,
+        // API objects are applied by the API stage (`deploy::api`), never over SSH.
+        Desired::Api(item) => Err(OpError::Refused(format!("`{}` is set through its API, not over SSH", item.id()))),
         Desired::Package { name } => {
             let steps = install_packages(executor, std::slice::from_ref(name)).await?;
             Ok(steps.first().copied().unwrap_or(Step::Unchanged))

@@ -7,6 +7,7 @@
 //! Undefined variables are errors (strict), and templates hold no logic beyond
 //! loops over lists the model prepared.
 
+pub mod api;
 pub mod host;
 pub mod links;
 pub mod slurm;

@@ -183,6 +183,9 @@ async fn runs_a_tagged_cluster_with_rail_interfaces_and_terminates_only_it() {
         instance_type: "p5.48xlarge".to_owned(),
         image_id: IMAGE.to_owned(),
         present,
+        key_name: None,
+        interfaces: Vec::new(),
+        placement_group: None,
     };
     let desired = [want("gpu01", true), want("gpu02", false), want("gpu03", true)];
     let changes = diff(&desired, &observe_cloud(&ec2, "c1", &desired).await.expect("observes"));
