@@ -716,4 +716,25 @@ mod tests {
         assert_eq!(host.rail_macs.get(&0).map(String::as_str), Some("02:00:00:00:00:01"));
         assert_eq!(host.rail_macs.get(&1).map(String::as_str), Some("02:00:00:00:00:02"));
     }
+
+    #[test]
+    fn placement_groups_are_read_from_the_describe_answer() {
+        // As AWS documents the DescribePlacementGroups response.
+        let xml = r#"<DescribePlacementGroupsResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
+  <requestId>d4904fd9-82c2-4ea5-adfe-a9cc3EXAMPLE</requestId>
+  <placementGroupSet>
+    <item><groupName>gpu-pg</groupName><strategy>cluster</strategy><state>available</state></item>
+    <item><groupName>old</groupName><strategy>cluster</strategy><state>deleted</state></item>
+  </placementGroupSet>
+</DescribePlacementGroupsResponse>"#;
+        let response: DescribePlacementGroupsResponse = quick_xml::de::from_str(xml).expect("decodes");
+        let names: Vec<(&str, &str)> =
+            response.groups.items.iter().map(|group| (group.name.as_str(), group.state.as_str())).collect();
+        assert_eq!(names, [("gpu-pg", "available"), ("old", "deleted")]);
+        let empty: DescribePlacementGroupsResponse = quick_xml::de::from_str(
+            "<DescribePlacementGroupsResponse><placementGroupSet/></DescribePlacementGroupsResponse>",
+        )
+        .expect("decodes an empty set");
+        assert!(empty.groups.items.is_empty());
+    }
 }

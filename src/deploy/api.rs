@@ -612,3 +612,121 @@ pub fn record(
     }
     state
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bmc::BootTarget;
+    use crate::bmc::resources::BootEnabled;
+    use crate::resource::{Resource, Target, TargetKind};
+
+    fn graph(items: Vec<ApiDesired>) -> ResourceGraph {
+        let resources = items
+            .into_iter()
+            .map(|item| {
+                let name = item.name();
+                Resource::new(
+                    Target { name: item.target().to_owned(), kind: TargetKind::Node },
+                    &name,
+                    Desired::Api(item),
+                )
+            })
+            .collect();
+        crate::graph::build(resources).expect("graph")
+    }
+
+    fn node_items() -> Vec<ApiDesired> {
+        vec![
+            ApiDesired::BiosAttribute { host: "n1".into(), name: "ProcTurboMode".into(), value: "Disabled".into() },
+            ApiDesired::BootOverride { host: "n1".into(), target: BootTarget::Pxe, enabled: BootEnabled::Once },
+            ApiDesired::Power { host: "n1".into(), state: PowerState::On },
+        ]
+    }
+
+    fn observed(pairs: &[(&str, &str)]) -> ApiObservation {
+        ApiObservation {
+            observed: pairs.iter().map(|(id, value)| ((*id).to_owned(), Some((*value).to_owned()))).collect(),
+            ..ApiObservation::default()
+        }
+    }
+
+    fn actions(changes: &[Change]) -> Vec<(&str, Action, &str)> {
+        changes.iter().map(|change| (change.kind.as_str(), change.action, change.reason.as_str())).collect()
+    }
+
+    #[test]
+    fn a_node_that_is_off_is_provisioned_bios_then_pxe_then_power() {
+        let graph = graph(node_items());
+        let changes = changes(
+            &graph,
+            &observed(&[
+                ("n1:bios:ProcTurboMode", "Enabled"),
+                ("n1:boot:override", "Hdd/Continuous"),
+                ("n1:power:system", "Off"),
+            ]),
+        );
+        assert_eq!(
+            actions(&changes),
+            [
+                ("bios", Action::Update, "Enabled → Disabled"),
+                ("boot", Action::Update, "Hdd/Continuous → Pxe/Once"),
+                ("power", Action::Update, "Off → On"),
+            ]
+        );
+        assert_eq!(pending_hosts(&changes), BTreeSet::from(["n1".to_owned()]));
+    }
+
+    #[test]
+    fn a_node_that_is_on_is_not_pxe_booted_and_restarts_for_bios_changes() {
+        let graph = graph(node_items());
+        let changes = changes(
+            &graph,
+            &observed(&[
+                ("n1:bios:ProcTurboMode", "Enabled"),
+                ("n1:boot:override", "Hdd/Continuous"),
+                ("n1:power:system", "On"),
+            ]),
+        );
+        assert_eq!(
+            actions(&changes),
+            [
+                ("bios", Action::Update, "Enabled → Disabled"),
+                ("boot", Action::NoOp, "node is on: PXE boot only when it is provisioned"),
+                ("power", Action::Update, "restart: BIOS settings apply at boot"),
+            ]
+        );
+        assert!(pending_hosts(&changes).is_empty(), "a node that is on is reachable over SSH");
+        let converged = super::changes(
+            &graph,
+            &observed(&[
+                ("n1:bios:ProcTurboMode", "Disabled"),
+                ("n1:boot:override", "Hdd/Continuous"),
+                ("n1:power:system", "On"),
+            ]),
+        );
+        assert!(converged.iter().all(|change| change.action == Action::NoOp), "{converged:?}");
+    }
+
+    #[test]
+    fn an_unreadable_bmc_says_why_and_firmware_mismatches_are_warnings() {
+        let graph = graph(node_items());
+        let mut observation = ApiObservation::default();
+        observation.unreachable.insert("n1".into(), "connection refused".into());
+        let changes = changes(&graph, &observation);
+        assert!(changes.iter().all(|change| change.reason == "not observed: connection refused"), "{changes:?}");
+
+        let expected = BTreeMap::from([(
+            "n1".to_owned(),
+            BTreeMap::from([("BIOS".to_owned(), "2.4.0".to_owned()), ("BMC".to_owned(), "1.0".to_owned())]),
+        )]);
+        let mut observation = ApiObservation::default();
+        observation.firmware.insert("n1".into(), BTreeMap::from([("BIOS".to_owned(), "2.3.1".to_owned())]));
+        assert_eq!(
+            firmware_warnings(&expected, &observation),
+            [
+                "n1: firmware `BIOS` is `2.3.1`, the hardware profile expects `2.4.0` (toolkit does not update firmware)",
+                "n1: firmware `BMC` is `not reported`, the hardware profile expects `1.0` (toolkit does not update firmware)",
+            ]
+        );
+    }
+}

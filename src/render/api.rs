@@ -141,3 +141,138 @@ fn interfaces(cloud: &Cloud, rails: usize) -> Vec<RailInterface> {
     });
     std::iter::once(management).chain(rail_interfaces).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::blueprint::load::load_text;
+
+    const BLUEPRINT: &str = r#"version: 1
+cluster:
+  name: mixed
+node_groups:
+  - name: head
+    count: 1
+    hostname: head
+    roles: [controller, database, login]
+    hardware_profile: metal
+  - name: gpu
+    count: 2
+    hostname: "gpu{index:02}"
+    roles: [compute]
+    rail_nics: { count: 2, speed_gbps: 400, link_layer: ethernet }
+hardware_profiles:
+  metal:
+    pxe_on_provision: true
+    bios: { ProcTurboMode: Disabled }
+    firmware: { BIOS: "2.4.0" }
+fabric:
+  compute:
+    kind: roce
+    rails: 2
+    link_speed_gbps: 400
+    switch: { model: frr-container, radix: 32 }
+    oversubscription: "1:1"
+    roce: { mode: lossless, pfc_priority: 3, ecn: true }
+    addressing: { rail_pool: 10.200.0.0/16, loopback_pool: 10.255.0.0/24 }
+  management:
+    inband: { subnet: 10.10.0.0/24 }
+scheduler:
+  kind: slurm
+  slurm:
+    partitions:
+      - { name: gpu, groups: [gpu], default: true }
+"#;
+
+    const INVENTORY: &str = "version: 1
+hosts:
+  head: { address: 10.10.0.10 }
+bmcs:
+  head: { endpoint: https://10.11.0.10, username: { env: U }, password: { env: P } }
+cloud:
+  provider: aws
+  region: us-east-1
+  access_key_id: { env: A }
+  secret_access_key: { env: S }
+  image_id: ami-1
+  placement_group: pg
+  management_subnet: subnet-m
+  rail_subnets: [subnet-0, subnet-1]
+  security_groups: [sg-1]
+  efa: true
+  node_groups:
+    gpu: { instance_type: p5.48xlarge }
+";
+
+    #[test]
+    fn bare_metal_and_cloud_nodes_get_their_api_resources_and_gates() {
+        let loaded = load_text(std::path::Path::new("bp.yaml"), BLUEPRINT.to_owned()).expect("loads");
+        let model = crate::model::expand(&loaded.blueprint).expect("expands");
+        let inventory: Inventory = serde_norway::from_str(INVENTORY).expect("inventory");
+        let api = resources(&model, Some(&inventory));
+        let ids: Vec<(&str, Vec<&str>)> = api
+            .resources
+            .iter()
+            .map(|r| (r.id.as_str(), r.depends_on.iter().map(ResourceId::as_str).collect()))
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                ("cloud:placement-group:pg", vec![]),
+                ("head:bios:ProcTurboMode", vec![]),
+                ("head:boot:override", vec!["head:bios:ProcTurboMode"]),
+                ("head:power:system", vec!["head:bios:ProcTurboMode", "head:boot:override"]),
+                ("gpu01:instance:mixed", vec!["cloud:placement-group:pg"]),
+                ("gpu02:instance:mixed", vec!["cloud:placement-group:pg"]),
+            ]
+        );
+        assert_eq!(api.gates["head"].as_str(), "head:power:system");
+        assert_eq!(api.gates["gpu01"].as_str(), "gpu01:instance:mixed");
+        assert_eq!(api.firmware["head"]["BIOS"], "2.4.0");
+        let Desired::Api(ApiDesired::Instance { interfaces, placement_group, .. }) = &api.resources[4].desired else {
+            panic!("an instance");
+        };
+        assert_eq!(placement_group.as_deref(), Some("pg"));
+        let layout: Vec<(&str, u32, u32, Option<&str>)> = interfaces
+            .iter()
+            .map(|i| (i.subnet_id.as_str(), i.network_card_index, i.device_index, i.interface_type.as_deref()))
+            .collect();
+        assert_eq!(
+            layout,
+            [("subnet-m", 0, 0, None), ("subnet-0", 0, 1, Some("efa")), ("subnet-1", 1, 1, Some("efa"))]
+        );
+    }
+
+    #[test]
+    fn compiled_ssh_resources_wait_for_their_hosts_gate() {
+        let loaded = load_text(std::path::Path::new("bp.yaml"), BLUEPRINT.to_owned()).expect("loads");
+        let inventory: Inventory = serde_norway::from_str(INVENTORY).expect("inventory");
+        let loaded_inventory = crate::inventory::LoadedInventory {
+            inventory,
+            source: crate::source::SourceFile::new("inv.yaml", INVENTORY.to_owned()),
+        };
+        let compiled = crate::compile::compile(
+            &loaded,
+            Some(&loaded_inventory),
+            &crate::render::Renderer::embedded().expect("templates"),
+        )
+        .expect("compiles");
+        let graph = &compiled.graph;
+        for resource in &graph.resources {
+            if matches!(resource.desired, Desired::Api(_)) {
+                continue;
+            }
+            let gate = match resource.target.name.as_str() {
+                "head" => "head:power:system",
+                "gpu01" => "gpu01:instance:mixed",
+                "gpu02" => "gpu02:instance:mixed",
+                _ => continue,
+            };
+            assert!(resource.depends_on.iter().any(|id| id.as_str() == gate), "{} waits for {gate}", resource.id);
+        }
+        let position = |id: &str| {
+            graph.order.iter().position(|&index| graph.resources[index].id.as_str() == id).expect("in the graph")
+        };
+        assert!(position("head:power:system") < position("head:file:/etc/hosts"));
+    }
+}
