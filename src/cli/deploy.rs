@@ -77,7 +77,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             eprintln!("generated secret {reference}");
         }
     }
-    if args.stage != Stage::Ssh && saved.is_none() {
+    // The API stage runs when the inventory has anything behind an API.
+    let has_api = inventory
+        .as_ref()
+        .and_then(|path| crate::inventory::load(path).ok())
+        .is_some_and(|loaded| loaded.inventory.cloud.is_some() || !loaded.inventory.bmcs.is_empty());
+    if args.stage != Stage::Ssh && saved.is_none() && (has_api || args.stage == Stage::Api) {
         let status = api_stage(args, &blueprint, inventory.as_deref())?;
         if args.stage == Stage::Api || status == Status::Error {
             return Ok(status);

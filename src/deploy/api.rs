@@ -447,17 +447,8 @@ async fn apply_cloud(
             }
         }
     }
-    let orphans: Vec<String> = plan
-        .changes
-        .iter()
-        .filter(|change| change.kind == "instance" && change.action == Action::Remove)
-        .filter_map(|change| change.reason.split('`').nth(1).map(str::to_owned))
-        .collect();
-    if !orphans.is_empty() {
-        match ec2.terminate_instances(&orphans).await {
-            Ok(()) => eprintln!("terminated {} instance(s) no longer in the blueprint", orphans.len()),
-            Err(error) => eprintln!("error: terminating instances no longer in the blueprint: {error}"),
-        }
+    if let Err(error) = terminate_removed(&ec2, cluster, plan).await {
+        eprintln!("error: terminating instances no longer in the blueprint: {error}");
     }
     if !started_ids.is_empty() {
         let waited = ec2.wait_running(&started_ids, WAIT, Duration::from_secs(2)).await;
@@ -474,6 +465,35 @@ async fn apply_cloud(
         Err(error) => eprintln!("error: cannot record the cloud hosts: {error}"),
     }
     out
+}
+
+/// Terminates the cluster's instances the plan removes (nodes no longer in the
+/// blueprint), found again by tag so only this cluster's are touched.
+async fn terminate_removed(ec2: &Ec2, cluster: &str, plan: &Plan) -> Result<(), crate::cloud::CloudError> {
+    let removed: BTreeSet<&str> = plan
+        .changes
+        .iter()
+        .filter(|change| change.kind == "instance" && change.action == Action::Remove)
+        .map(|change| change.id.as_str())
+        .collect();
+    if removed.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<String> = ec2
+        .cluster_instances(cluster)
+        .await?
+        .into_iter()
+        .filter(|instance| {
+            let node = instance.tag(NODE_TAG).unwrap_or(&instance.id);
+            removed.contains(format!("{node}:instance:{cluster}").as_str())
+        })
+        .map(|instance| instance.id)
+        .collect();
+    if !ids.is_empty() {
+        ec2.terminate_instances(&ids).await?;
+        eprintln!("terminated {} instance(s) no longer in the blueprint", ids.len());
+    }
+    Ok(())
 }
 
 /// Runs one node; a node whose type or image changed is terminated first.

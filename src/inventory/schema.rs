@@ -142,32 +142,32 @@ pub struct Host {
     /// Management address (IP or DNS name).
     pub address: String,
     /// SSH port.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
     /// SSH user.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
     /// Run commands through sudo.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[serde(rename = "become")]
     pub sudo: Option<bool>,
     /// Private key file.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity_file: Option<PathBuf>,
     /// Bastion name from `bastions`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy_jump: Option<String>,
     /// Rail NIC MAC addresses by rail. Deploy names each NIC after its rail
     /// (`rail0`…) by this MAC, where the OS has not named it so already.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rail_macs: BTreeMap<u32, String>,
     /// No GPUs here (a lab or CI container): deploy creates the character devices
     /// `/dev/nvidia0…` (major 195) that Slurm's `gres.conf` names, so slurmd starts.
     /// Never set it on a machine with NVIDIA GPUs.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fake_gpu_devices: bool,
     /// Host variables for `toolkit push` manifests (`{{ name }}` in templates and paths).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub vars: BTreeMap<String, String>,
 }
 
