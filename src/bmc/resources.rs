@@ -96,6 +96,12 @@ pub enum ApiDesired {
     },
 }
 
+/// Whether a plan change of this kind is an API object (see [`ApiDesired::kind`]).
+#[must_use]
+pub fn is_api_kind(kind: &str) -> bool {
+    matches!(kind, "power" | "boot" | "bios" | "instance" | "placement-group")
+}
+
 /// Target name of cluster-wide cloud objects (placement groups).
 pub const CLOUD_TARGET: &str = "cloud";
 

@@ -577,11 +577,7 @@ async fn write_hosts(
     Ok(path)
 }
 
-/// Whether a plan change of this kind is an API object.
-#[must_use]
-pub fn is_api_kind(kind: &str) -> bool {
-    matches!(kind, "power" | "boot" | "bios" | "instance" | "placement-group")
-}
+pub use crate::bmc::resources::is_api_kind;
 
 /// A plan of the API objects only (the API stage's), baseline observed.
 #[must_use]

@@ -126,3 +126,74 @@ pub fn record(mut state: State, graph: &ResourceGraph, plan: &Plan, report: &App
     }
     state
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apply::fake::{FakeConnector, Script, fresh_debian};
+    use crate::bmc::PowerState;
+    use crate::bmc::resources::ApiDesired;
+    use crate::resource::{Desired, Resource, ResourceId, Target, TargetKind};
+
+    fn target(name: &str) -> Target {
+        Target { name: name.to_owned(), kind: TargetKind::Node }
+    }
+
+    /// Per host: its power (API) and a package that waits for it.
+    fn graph(hosts: &[&str]) -> ResourceGraph {
+        let mut resources = Vec::new();
+        for host in hosts {
+            let power = ApiDesired::Power { host: (*host).to_owned(), state: PowerState::On };
+            let gate = ResourceId(power.id());
+            resources.push(Resource::new(target(host), "system", Desired::Api(power)));
+            let package = Desired::Package { name: "munge".into() };
+            resources.push(Resource::new(target(host), "munge", package).after([gate]));
+        }
+        crate::graph::build(resources).expect("graph")
+    }
+
+    #[tokio::test]
+    async fn hosts_not_powered_on_are_not_read_over_ssh_and_api_objects_are_not_applied_over_ssh() {
+        let graph = graph(&["n1", "n2"]);
+        let connector = FakeConnector::new(Script::new(fresh_debian));
+        let observation = api::ApiObservation {
+            observed: [("n1:power:system", "Off"), ("n2:power:system", "On")]
+                .into_iter()
+                .map(|(id, value)| (id.to_owned(), Some(value.to_owned())))
+                .collect(),
+            ..api::ApiObservation::default()
+        };
+        let live = live_plan(&graph, &connector, PlanInputs::default(), 4, &observation, &BTreeMap::new()).await;
+        assert_eq!(*connector.connects.lock().expect("connects"), ["n2"], "n1 is off: not read over SSH");
+        assert!(live.unreachable.is_empty(), "{:?}", live.unreachable);
+        let changes: Vec<(&str, Action, &str)> =
+            live.plan.changes.iter().map(|c| (c.id.as_str(), c.action, c.reason.as_str())).collect();
+        assert_eq!(
+            changes,
+            [
+                ("n1:power:system", Action::Update, "Off → On"),
+                ("n1:package:munge", Action::Create, "host not up yet: applied after its power or instance"),
+                ("n2:power:system", Action::NoOp, "as desired"),
+                ("n2:package:munge", Action::Create, "not applied yet"),
+            ]
+        );
+        assert_eq!(live.plan.summary, plan::Summary { create: 2, update: 1, remove: 0, no_op: 1 });
+
+        // The SSH stage applies the packages only; the power change is the API stage's.
+        let options = ApplyOptions {
+            parallel: 4,
+            max_fail_percent: None,
+            cancel: tokio_util::sync::CancellationToken::new(),
+            events: None,
+            backup: false,
+        };
+        let report = apply(&graph, &live.plan, &connector, &options).await;
+        let outcomes: Vec<(&str, bool)> = report
+            .outcomes
+            .iter()
+            .map(|outcome| (outcome.id.as_str(), matches!(outcome.outcome, Outcome::Changed)))
+            .collect();
+        assert!(outcomes.contains(&("n1:power:system", false)), "{outcomes:?}");
+        assert!(outcomes.contains(&("n2:package:munge", true)), "{outcomes:?}");
+    }
+}

@@ -396,14 +396,37 @@ async fn plan_deploy_api_stage_replan_ssh_inventory_and_destroy_against_moto() {
     let gpu01 = &inventory.inventory.hosts["gpu01"];
     assert_eq!(gpu01.rail_macs.len(), 2, "rail MACs by rail subnet");
 
+    // A node leaves the blueprint: its instance is planned for removal, terminated,
+    // and its host leaves the SSH stage's inventory.
+    std::fs::write(dir.path().join("bp.yaml"), CLOUD_BLUEPRINT.replace("    count: 2\n", "    count: 1\n"))
+        .expect("blueprint");
+    let output = run(&["plan", "bp.yaml", "-i", "inv.yaml", "--stage", "api"]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(text(&output).contains("- instance cloudy on gpu02"), "{}", text(&output));
+    let output = run(&["deploy", "bp.yaml", "-i", "inv.yaml", "--stage", "api", "--yes"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let nodes: Vec<String> = ec2
+        .cluster_instances("cloudy")
+        .await
+        .expect("describes")
+        .iter()
+        .filter_map(|instance| instance.tag(NODE_TAG).map(str::to_owned))
+        .collect();
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+    assert!(!nodes.contains(&"gpu02".to_owned()), "{nodes:?}");
+    let output = run(&["plan", "bp.yaml", "-i", "inv.yaml", "--stage", "api"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let inventory = toolkit::inventory::load(&dir.path().join("inv.yaml")).expect("inventory");
+    assert!(!inventory.inventory.hosts.contains_key("gpu02"));
+
     // 5. destroy: refused off a terminal without --yes, then terminates this cluster's
     //    instances and nothing else; a second destroy has nothing to do.
     let output = run(&["destroy", "bp.yaml", "-i", "inv.yaml"]);
     assert_eq!(output.status.code(), Some(1), "{}", text(&output));
-    assert_eq!(ec2.cluster_instances("cloudy").await.expect("describes").len(), 3, "nothing terminated");
+    assert_eq!(ec2.cluster_instances("cloudy").await.expect("describes").len(), 2, "nothing terminated");
     let output = run(&["destroy", "bp.yaml", "-i", "inv.yaml", "--yes"]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
-    assert!(text(&output).contains("3 instance(s) terminated"), "{}", text(&output));
+    assert!(text(&output).contains("2 instance(s) terminated"), "{}", text(&output));
     assert!(ec2.cluster_instances("cloudy").await.expect("describes").is_empty());
     let survivor = ec2.describe_instances(&[Filter::new("instance-id", &foreign)]).await.expect("describes");
     assert_eq!(survivor[0].state.name, "running", "another cluster's instance survives");
