@@ -210,14 +210,18 @@ fn is_cloud_kind(kind: &str) -> bool {
 }
 
 /// Hosts whose gate (power or instance) is not in place yet: they cannot be
-/// observed or configured over SSH until the API stage ran.
+/// observed or configured over SSH until the API stage ran. A node meant to be off
+/// is never configured over SSH.
 #[must_use]
 pub fn pending_hosts(changes: &[Change]) -> BTreeSet<String> {
     changes
         .iter()
         .filter(|change| match change.kind.as_str() {
             "instance" => change.action == Action::Create,
-            "power" => change.action != Action::NoOp && change.before.as_deref() != Some("On"),
+            "power" => {
+                change.after.as_deref() == Some("Off")
+                    || (change.action != Action::NoOp && change.before.as_deref() != Some("On"))
+            }
             _ => false,
         })
         .map(|change| change.target.clone())
@@ -721,6 +725,15 @@ mod tests {
             ]),
         );
         assert!(converged.iter().all(|change| change.action == Action::NoOp), "{converged:?}");
+    }
+
+    #[test]
+    fn a_node_meant_to_be_off_is_never_reached_over_ssh() {
+        let graph = graph(vec![ApiDesired::Power { host: "n1".into(), state: PowerState::Off }]);
+        for observed_state in ["On", "Off"] {
+            let changes = changes(&graph, &observed(&[("n1:power:system", observed_state)]));
+            assert_eq!(pending_hosts(&changes), BTreeSet::from(["n1".to_owned()]), "{observed_state}");
+        }
     }
 
     #[test]
