@@ -77,6 +77,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             eprintln!("generated secret {reference}");
         }
     }
+    if args.stage == Stage::Api && saved.is_some() {
+        bail!("a saved plan applies the SSH stage only; run `toolkit deploy BLUEPRINT --stage api` for BMCs and cloud");
+    }
     // The API stage runs when the inventory has anything behind an API.
     let has_api = inventory
         .as_ref()
