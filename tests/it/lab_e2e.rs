@@ -153,6 +153,7 @@ fn deploy_brings_the_lab_up_end_to_end() {
     check_partition_change(dir.path());
     check_borrow_and_reclaim(dir.path());
     check_acceptance(dir.path());
+    check_drain_and_resume(dir.path());
     check_miswired_rails(dir.path());
 }
 
@@ -466,6 +467,41 @@ fn check_acceptance(dir: &Path) {
 
 fn validate(dir: &Path, only: &str, results: &str) -> Output {
     toolkit(dir, &["validate", "lab.yaml", "-i", "inventory.yaml", "--only", only, "--results", results])
+}
+
+/// `--drain-failed`: a node whose rail is down is drained with reason
+/// `toolkit:rail-links`; once the rail is back, the next run resumes it — and
+/// never touches a node an administrator drained for a reason of their own.
+fn check_drain_and_resume(dir: &Path) {
+    exec_ok(dir, "head", &["scontrol", "update", "nodename=node02", "state=drain", "reason=admin: memory test"]);
+    exec_ok(dir, "node03", &["ip", "link", "set", "rail1", "down"]);
+    let run = drain_run(dir);
+    assert_eq!(run.status.code(), Some(2), "a rail down fails rail-links:\n{}", text(&run.stderr));
+    assert_eq!(node_state(dir, "node03"), ("drained".to_owned(), "toolkit:rail-links".to_owned()));
+
+    exec_ok(dir, "node03", &["ip", "link", "set", "rail1", "up"]);
+    let run = drain_run(dir);
+    assert_success(&run, "rail-links once the rail is back");
+    // Resumed; `idle*` (not responding) until slurmctld's next ping of the node.
+    let deadline = Instant::now() + Duration::from_mins(1);
+    while node_state(dir, "node03").0 != "idle" {
+        assert!(Instant::now() < deadline, "toolkit resumed the node it drained: {:?}", node_state(dir, "node03"));
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    assert_eq!(node_state(dir, "node02"), ("drained".to_owned(), "admin: memory test".to_owned()));
+    exec_ok(dir, "head", &["scontrol", "update", "nodename=node02", "state=resume"]);
+}
+
+fn drain_run(dir: &Path) -> Output {
+    let args = ["validate", "lab.yaml", "-i", "inventory.yaml", "--only", "rail-links", "--drain-failed"];
+    toolkit(dir, &[&args[..], &["--results", "drain.json"]].concat())
+}
+
+/// `(state, reason)` of a node as sinfo shows them.
+fn node_state(dir: &Path, node: &str) -> (String, String) {
+    let line = exec_ok(dir, "head", &["sinfo", "--noheader", "--Node", "--nodes", node, "--format=%T|%E"]);
+    let (state, reason) = line.trim().split_once('|').unwrap_or((line.trim(), ""));
+    (state.to_owned(), reason.to_owned())
 }
 
 /// node01's rail 0 cable and node02's rail 1 cable trade places (their host-side
