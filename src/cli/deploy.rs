@@ -409,7 +409,7 @@ fn save_state(path: Option<&Path>, mut state: State) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A progress bar on a terminal; plain lines for failures otherwise.
+/// A progress bar on a terminal; otherwise a line per changed or failed resource.
 fn progress(total: usize) -> (tokio::sync::mpsc::UnboundedSender<apply::ResourceOutcome>, tokio::task::JoinHandle<()>) {
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<apply::ResourceOutcome>();
     let interactive = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
@@ -426,8 +426,14 @@ fn progress(total: usize) -> (tokio::sync::mpsc::UnboundedSender<apply::Resource
         while let Some(event) = receiver.recv().await {
             bar.inc(1);
             bar.set_message(event.target.clone());
-            if let Outcome::Failed { error } = &event.outcome {
-                bar.suspend(|| eprintln!("failed: {} on {}: {error}", event.id, event.target));
+            match &event.outcome {
+                Outcome::Failed { error } => {
+                    bar.suspend(|| eprintln!("failed: {} on {}: {error}", event.id, event.target));
+                }
+                // Without a terminal (CI, a log file) each change is a line, as Terraform
+                // and Ansible print them: the log shows how far a deploy got.
+                Outcome::Changed if !interactive => eprintln!("changed: {}", event.id),
+                _ => {}
             }
         }
         bar.finish_and_clear();
