@@ -15,6 +15,7 @@ mod inventory;
 mod network;
 mod nodes;
 mod scheduler;
+mod software;
 mod storage;
 mod tenants;
 #[cfg(test)]
@@ -51,6 +52,7 @@ pub fn check(loaded: &LoadedBlueprint, inventory: Option<&LoadedInventory>) -> D
     scheduler::check(loaded, &facts, &mut out);
     tenants::check(loaded, &mut out);
     acceptance::check(loaded, &mut out);
+    software::check(loaded, &mut out);
     if let Some(inventory) = inventory {
         let blueprint_is_valid = !out.has_errors();
         inventory::check(loaded, inventory, &facts, blueprint_is_valid, &mut out);
