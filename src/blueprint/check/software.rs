@@ -10,6 +10,7 @@ use crate::model::software::driver_branch;
 
 pub(super) fn check(loaded: &LoadedBlueprint, out: &mut Diagnostics) {
     let blueprint = &loaded.blueprint;
+    dcgm_level_twice(loaded, out);
     if let Some(software) = &blueprint.software {
         values(loaded, software, "software", out);
     }
@@ -231,5 +232,31 @@ fn against_gpu(
             .at(source, at.to_owned())
             .help("declare `gpu_driver: { version: ... }`: the driver and `nvidia-fabricmanager-<branch>` are pinned together"),
         );
+    }
+}
+
+/// `dcgm-diag` runs at the group's `software.dcgm.diag_level`: an acceptance override of
+/// its `level` then applies only to groups without one, which is easy to miss.
+fn dcgm_level_twice(loaded: &LoadedBlueprint, out: &mut Diagnostics) {
+    let blueprint = &loaded.blueprint;
+    let declared = blueprint.software.as_ref().and_then(|software| software.dcgm).is_some()
+        || blueprint
+            .node_groups
+            .iter()
+            .any(|group| group.software.as_ref().and_then(|software| software.dcgm).is_some());
+    if !declared {
+        return;
+    }
+    for (index, validator) in blueprint.acceptance.validators.iter().enumerate() {
+        if validator.id == "dcgm-diag" && validator.thresholds.contains_key("level") {
+            out.push(
+                Diagnostic::warning(
+                    "dcgm-level-twice",
+                    "`software.dcgm.diag_level` sets the DCGM level: this override applies only to groups without one",
+                )
+                .at(&loaded.source, format!("acceptance.validators[{index}].thresholds.level"))
+                .help("set the level once, in `software.dcgm.diag_level`"),
+            );
+        }
     }
 }

@@ -1302,3 +1302,11 @@ finds!(
     "software: { os: debian12 }",
     Warning
 );
+finds!(
+    a_dcgm_level_in_software_and_acceptance_warns,
+    &with_software(),
+    [("  mode: auto\n", "  mode: auto\n  validators:\n    - { id: dcgm-diag, thresholds: { level: 4 } }\n")],
+    "dcgm-level-twice",
+    "- { id: dcgm-diag, thresholds: { level: 4 } }",
+    Warning
+);
