@@ -137,6 +137,16 @@ pub const GPU_MODELS: &[GpuModel] = &[
     },
 ];
 
+impl GpuModel {
+    /// Its NVSwitches are fourth-generation (NVLink 5, HGX B200/B300): Fabric Manager then
+    /// needs the NVLink Subnet Manager, `nvlsm` (Fabric Manager user guide, "Systems Using
+    /// Fourth Generation NVSwitches" and "What is NVLink Subnet Manager?").
+    #[must_use]
+    pub const fn needs_nvlsm(&self) -> bool {
+        self.nvswitch && self.nvlink_gbps >= 1800
+    }
+}
+
 /// Looks a model up by blueprint name (case-insensitive).
 #[must_use]
 pub fn find(name: &str) -> Option<&'static GpuModel> {

@@ -27,6 +27,8 @@ pub struct Stack {
     pub driver: Option<Driver>,
     /// Fabric Manager runs (resolved from `auto` and the GPU model; needs a driver).
     pub fabric_manager: bool,
+    /// Fabric Manager needs the NVLink Subnet Manager (fourth-generation NVSwitch).
+    pub nvlsm: bool,
     /// The RDMA stack.
     pub network: Option<NetworkStack>,
     /// `nvidia-peermem` is loaded.
@@ -108,6 +110,7 @@ pub fn resolve(software: &Software, gpu: Option<&GpuModel>) -> Stack {
         };
     Stack {
         os: software.os,
+        nvlsm: fabric_manager && gpu.is_some_and(GpuModel::needs_nvlsm),
         persistenced: software.persistenced && driver.is_some(),
         driver,
         fabric_manager,
@@ -227,6 +230,8 @@ mod tests {
         assert!(h100.fabric_manager);
         assert_eq!(h100.fabric_manager_package().as_deref(), Some("nvidia-fabricmanager-550"));
         assert_eq!(h100.driver_packages(), ["nvidia-driver-cuda", "nvidia-kernel-open-dkms"]);
+        assert!(!h100.nvlsm, "third-generation NVSwitch: no NVLink Subnet Manager");
+        assert!(resolve(&spec, gpu::find("b200")).nvlsm);
         let l40s = resolve(&spec, gpu::find("l40s"));
         assert!(!l40s.fabric_manager);
         assert_eq!(l40s.fabric_manager_package(), None);

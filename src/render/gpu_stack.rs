@@ -1,5 +1,5 @@
 //! The GPU node software of real hardware: NVIDIA's apt repository (key, source, pins),
-//! the driver, Fabric Manager, nvidia-persistenced, the DOCA/MLNX OFED or inbox RDMA
+//! the driver, Fabric Manager (with nvlsm on fourth-generation NVSwitches), nvidia-persistenced, the DOCA/MLNX OFED or inbox RDMA
 //! stack, nvidia-peermem, DCGM, enroot and the pyxis SPANK plugin.
 //!
 //! Stage: render. Input: the model (each GPU group's resolved
@@ -404,7 +404,13 @@ fn node_resources(target: &Target, stack: &Stack, files: &GroupFiles, out: &mut 
         out.extend([persistenced, running]);
     }
     if let Some(name) = stack.fabric_manager_package() {
-        let fabric_manager = package(target, &name).after(driver.iter().cloned());
+        let mut fabric_manager = package(target, &name).after(driver.iter().cloned());
+        if stack.nvlsm {
+            // Fabric Manager starts the NVLink Subnet Manager on fourth-generation NVSwitches.
+            let nvlsm = package(target, "nvlsm").after(driver.iter().cloned());
+            fabric_manager = fabric_manager.after([nvlsm.id.clone()]);
+            out.push(nvlsm);
+        }
         let running = service(target, "nvidia-fabricmanager", vec![fabric_manager.id.clone()]);
         gpu_services.push(running.id.clone());
         out.extend([fabric_manager, running]);

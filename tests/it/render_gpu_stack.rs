@@ -147,6 +147,18 @@ fn nvidia_fabric_manager_only_on_nvswitch_models() {
     assert!(!resources.iter().any(|r| r.id.as_str().contains("fabricmanager")));
 }
 
+#[test]
+fn fourth_generation_nvswitch_adds_the_nvlink_subnet_manager() {
+    let mut blackwell = blueprint("h200-roce-64");
+    blackwell.node_groups[2].gpu.as_mut().expect("gpu").model = "b200".to_owned();
+    let resources = render_all(&blackwell, None);
+    let fabric_manager =
+        resources.iter().find(|r| r.id.as_str() == "gpu001:package:nvidia-fabricmanager-570").expect("Fabric Manager");
+    assert!(fabric_manager.depends_on.iter().any(|id| id.as_str() == "gpu001:package:nvlsm"), "{fabric_manager:?}");
+    let hopper = render_all(&blueprint("h200-roce-64"), None);
+    assert!(!hopper.iter().any(|r| r.id.as_str().ends_with(":package:nvlsm")));
+}
+
 /// Ids of GPU-stack resources: any of these on a node means the stack was rendered there.
 fn gpu_stack_ids(resources: &[Resource]) -> Vec<&str> {
     resources
