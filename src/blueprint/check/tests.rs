@@ -1310,3 +1310,11 @@ finds!(
     "- { id: dcgm-diag, thresholds: { level: 4 } }",
     Warning
 );
+finds!(
+    the_inbox_stack_takes_no_version,
+    &with_software(),
+    [("{ stack: doca-ofed, version: 2.9.1 }", "{ stack: inbox, version: 5.0.0 }"), ("peermem: true", "peermem: false")],
+    "inbox-network-version",
+    "network: { stack: inbox, version: 5.0.0 }",
+    Warning
+);
