@@ -17,7 +17,7 @@
 //! OFED → peermem; enroot → its config; pyxis → plugstack.conf → slurmd restart.
 //! Files are rendered once per node group and shared by its nodes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -81,6 +81,8 @@ pub fn render(
     let slurm = model.blueprint.scheduler.kind == SchedulerKind::Slurm;
     let mut plugstacks: HashMap<String, (ResourceId, ResourceId)> = HashMap::new();
     let mut cluster_pyxis: Option<(String, Content)> = None;
+    // Nodes that got the GPU stack (and with it the `curl` package).
+    let mut with_stack: HashSet<&str> = HashSet::new();
     for group in &model.groups {
         let Some(stack) = group.software.as_ref() else { continue };
         let real: Vec<&str> = model
@@ -101,6 +103,7 @@ pub fn render(
         for name in real {
             let target = node_target(name);
             node_resources(&target, stack, &files, out);
+            with_stack.insert(name);
             if slurm
                 && group.has_role(Role::Compute)
                 && let (Some(containers), Some(plugstack)) = (&stack.containers, &files.plugstack)
@@ -118,7 +121,8 @@ pub fn render(
                 if plugstacks.contains_key(&node.name) || is_fake(inventory, &node.name) {
                     continue;
                 }
-                pyxis_resources(&node_target(&node.name), version, plugstack, false, out);
+                let has_curl = with_stack.contains(node.name.as_str());
+                pyxis_resources(&node_target(&node.name), version, plugstack, has_curl, out);
             }
         }
     }

@@ -190,3 +190,18 @@ fn the_lab_renders_none_of_it() {
     let real = render_all(&declared, None);
     assert!(gpu_stack_ids(&real).contains(&"node01:package:nvidia-driver-cuda"));
 }
+
+#[test]
+fn a_gpu_controller_gets_the_stack_and_pyxis_once() {
+    // The controller group has GPUs too: it gets the GPU stack and, as an srun host,
+    // pyxis, with every resource once (the graph refuses duplicates).
+    let mut gpu_head = blueprint("h200-roce-64");
+    gpu_head.node_groups[0].gpu = gpu_head.node_groups[2].gpu.clone();
+    let resources = render_all(&gpu_head, None);
+    let on_ctl: Vec<&str> = resources.iter().filter(|r| r.target.name == "ctl01").map(|r| r.id.as_str()).collect();
+    assert!(
+        on_ctl.contains(&"ctl01:package:nvidia-driver-cuda")
+            && on_ctl.contains(&"ctl01:file:/etc/slurm/plugstack.conf")
+    );
+    assert_eq!(on_ctl.iter().filter(|id| **id == "ctl01:package:curl").count(), 1);
+}
