@@ -394,30 +394,36 @@ fn node_resources(target: &Target, stack: &Stack, files: &GroupFiles, out: &mut 
         network.push(resource.id.clone());
         out.push(resource);
     }
+    // One apt transaction for everything the driver pin covers: a new version moves the
+    // driver, persistenced and Fabric Manager together (Fabric Manager refuses to run a
+    // version other than the driver's).
     let mut driver = Vec::new();
-    for name in stack.driver_packages() {
-        let resource = package(target, &name).after(ready.iter().cloned()).after(network.iter().cloned());
-        driver.push(resource.id.clone());
-        out.push(resource);
-    }
     let mut gpu_services = Vec::new();
-    if stack.persistenced {
-        let persistenced = package(target, "nvidia-persistenced").after(driver.iter().cloned());
-        let running = service(target, "nvidia-persistenced", vec![persistenced.id.clone()]);
-        gpu_services.push(running.id.clone());
-        out.extend([persistenced, running]);
+    if let Some(pin) = stack.driver.as_ref().map(crate::model::software::Driver::apt_pin) {
+        let mut packages = stack.driver_packages();
+        packages.extend(stack.persistenced.then(|| "nvidia-persistenced".to_owned()));
+        packages.extend(stack.fabric_manager_package());
+        let install =
+            driver_install(target, &pin, &packages).after(ready.iter().cloned()).after(network.iter().cloned());
+        driver.push(install.id.clone());
+        out.push(install);
     }
-    if let Some(name) = stack.fabric_manager_package() {
-        let mut fabric_manager = package(target, &name).after(driver.iter().cloned());
+    if stack.persistenced {
+        let running = service(target, "nvidia-persistenced", driver.clone());
+        gpu_services.push(running.id.clone());
+        out.push(running);
+    }
+    if stack.fabric_manager_package().is_some() {
+        let mut after = driver.clone();
         if stack.nvlsm {
             // Fabric Manager starts the NVLink Subnet Manager on fourth-generation NVSwitches.
-            let nvlsm = package(target, "nvlsm").after(driver.iter().cloned());
-            fabric_manager = fabric_manager.after([nvlsm.id.clone()]);
+            let nvlsm = package(target, "nvlsm").after(ready.iter().cloned());
+            after.push(nvlsm.id.clone());
             out.push(nvlsm);
         }
-        let running = service(target, "nvidia-fabricmanager", vec![fabric_manager.id.clone()]);
+        let running = service(target, "nvidia-fabricmanager", after);
         gpu_services.push(running.id.clone());
-        out.extend([fabric_manager, running]);
+        out.push(running);
     }
     if let Some(peermem) = &files.peermem {
         let modules = file(target, PEERMEM_MODULES, peermem.clone(), 0o644);
@@ -455,6 +461,26 @@ fn node_resources(target: &Target, stack: &Stack, files: &GroupFiles, out: &mut 
         .after([tmpfiles_file.id.clone()]);
         out.extend([install, conf, tmpfiles_file, directories]);
     }
+}
+
+/// The driver's packages at the pinned version (`apt-get install` of a pinned package
+/// installs, upgrades or downgrades it to the pin); skipped when dpkg already has every
+/// one of them at a version the pin matches. The pin is a glob (`570.124.06-*`,
+/// `570.*`), matched by `case`; package names travel as arguments.
+fn driver_install(target: &Target, pin: &str, packages: &[String]) -> Resource {
+    let install = r#"shift; DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends --allow-downgrades -o Dpkg::Options::=--force-confold "$@""#;
+    let pinned = r#"pin=$1; shift; for name in "$@"; do version=$(dpkg-query -W -f='${Version}' "$name" 2>/dev/null) || exit 1; case "$version" in $pin) ;; *) exit 1 ;; esac; done"#;
+    let mut argv = strings(&["sh", "-c", install, "sh", pin]);
+    argv.extend(packages.iter().cloned());
+    let mut unless = strings(&["sh", "-c", pinned, "sh", pin]);
+    unless.extend(packages.iter().cloned());
+    command(
+        target,
+        "nvidia-driver",
+        argv,
+        Guard::Unless(unless),
+        &format!("install the NVIDIA driver packages at {pin}: {}", packages.join(", ")),
+    )
 }
 
 /// enroot and enroot+caps from the release's `.deb`s (NVIDIA's installation guide), the
@@ -509,4 +535,33 @@ fn pyxis_resources(
     let ids = (conf.id.clone(), build.id.clone());
     out.extend([build, conf]);
     ids
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    use super::*;
+
+    /// Runs the guard of [`driver_install`] here, against this host's dpkg database.
+    fn guard_passes(pin: &str, packages: &[&str]) -> bool {
+        let packages: Vec<String> = packages.iter().map(|name| (*name).to_owned()).collect();
+        let resource = driver_install(&node_target("here"), pin, &packages);
+        let Desired::Command { unless: Some(unless), .. } = resource.desired else { panic!("a guarded command") };
+        Command::new(&unless[0]).args(&unless[1..]).status().expect("sh runs").success()
+    }
+
+    #[test]
+    fn the_driver_guard_matches_installed_versions_against_the_pin() {
+        let Ok(output) = Command::new("dpkg-query").args(["-W", "-f=${Version}", "dpkg"]).output() else {
+            eprintln!("skipped: no dpkg-query here");
+            return;
+        };
+        let version = String::from_utf8_lossy(&output.stdout).into_owned();
+        let major = version.split('.').next().expect("a version");
+        assert!(guard_passes(&version, &["dpkg"]), "exact version {version}");
+        assert!(guard_passes(&format!("{major}.*"), &["dpkg"]), "branch glob {major}.*");
+        assert!(!guard_passes("0.0.1-*", &["dpkg"]), "another version reinstalls");
+        assert!(!guard_passes(&version, &["dpkg", "toolkit-no-such-package"]), "a missing package installs");
+    }
 }

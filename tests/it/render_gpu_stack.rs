@@ -104,8 +104,7 @@ fn describe(resource: &Resource, out: &mut String) {
 fn h100_infiniband_node_stack() {
     let text = stack_of("h100-superpod-1su", "dgx001");
     for needle in [
-        "dgx001:package:nvidia-open-550",
-        "dgx001:package:nvidia-fabricmanager-550",
+        "\"nvidia-open-550\", \"nvidia-persistenced\", \"nvidia-fabricmanager-550\"]",
         "dgx001:service:nvidia-fabricmanager",
         "repos/ubuntu2204/x86_64/",
         "doca/2.9.1/ubuntu22.04/x86_64/",
@@ -121,7 +120,7 @@ fn h100_infiniband_node_stack() {
 #[test]
 fn h200_roce_node_stack() {
     let text = stack_of("h200-roce-64", "gpu001");
-    assert!(text.contains("gpu001:package:nvidia-kernel-open-dkms"), "{text}");
+    assert!(text.contains("\"nvidia-driver-cuda\", \"nvidia-kernel-open-dkms\""), "{text}");
     assert!(text.contains("Pin: version 570.124.06-*"), "{text}");
     insta::assert_snapshot!("h200_gpu001_gpu_stack", text);
 }
@@ -143,7 +142,10 @@ fn nvidia_fabric_manager_only_on_nvswitch_models() {
     let mut pcie = blueprint("h200-roce-64");
     pcie.node_groups[2].gpu.as_mut().expect("gpu").model = "l40s".to_owned();
     let resources = render_all(&pcie, None);
-    assert!(resources.iter().any(|r| r.id.as_str() == "gpu001:package:nvidia-driver-cuda"));
+    let Desired::Command { argv, .. } = &find(&resources, "gpu001:command:nvidia-driver").desired else {
+        panic!("the driver is installed by a command")
+    };
+    assert_eq!(argv[5..], ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-persistenced"]);
     assert!(!resources.iter().any(|r| r.id.as_str().contains("fabricmanager")));
 }
 
@@ -152,11 +154,14 @@ fn fourth_generation_nvswitch_adds_the_nvlink_subnet_manager() {
     let mut blackwell = blueprint("h200-roce-64");
     blackwell.node_groups[2].gpu.as_mut().expect("gpu").model = "b200".to_owned();
     let resources = render_all(&blackwell, None);
-    let fabric_manager =
-        resources.iter().find(|r| r.id.as_str() == "gpu001:package:nvidia-fabricmanager-570").expect("Fabric Manager");
+    let fabric_manager = find(&resources, "gpu001:service:nvidia-fabricmanager");
     assert!(fabric_manager.depends_on.iter().any(|id| id.as_str() == "gpu001:package:nvlsm"), "{fabric_manager:?}");
     let hopper = render_all(&blueprint("h200-roce-64"), None);
     assert!(!hopper.iter().any(|r| r.id.as_str().ends_with(":package:nvlsm")));
+}
+
+fn find<'a>(resources: &'a [Resource], id: &str) -> &'a Resource {
+    resources.iter().find(|r| r.id.as_str() == id).unwrap_or_else(|| panic!("no resource `{id}`"))
 }
 
 /// Ids of GPU-stack resources: any of these on a node means the stack was rendered there.
@@ -188,7 +193,7 @@ fn the_lab_renders_none_of_it() {
     assert_eq!(gpu_stack_ids(&fake), Vec::<&str>::new());
     // The same blueprint without the inventory (real hosts) does render it.
     let real = render_all(&declared, None);
-    assert!(gpu_stack_ids(&real).contains(&"node01:package:nvidia-driver-cuda"));
+    assert!(gpu_stack_ids(&real).contains(&"node01:command:nvidia-driver"));
 }
 
 #[test]
@@ -200,8 +205,7 @@ fn a_gpu_controller_gets_the_stack_and_pyxis_once() {
     let resources = render_all(&gpu_head, None);
     let on_ctl: Vec<&str> = resources.iter().filter(|r| r.target.name == "ctl01").map(|r| r.id.as_str()).collect();
     assert!(
-        on_ctl.contains(&"ctl01:package:nvidia-driver-cuda")
-            && on_ctl.contains(&"ctl01:file:/etc/slurm/plugstack.conf")
+        on_ctl.contains(&"ctl01:command:nvidia-driver") && on_ctl.contains(&"ctl01:file:/etc/slurm/plugstack.conf")
     );
     assert_eq!(on_ctl.iter().filter(|id| **id == "ctl01:package:curl").count(), 1);
 }
