@@ -29,6 +29,8 @@ pub struct GpuModel {
 /// R450: first branch for A100 and NVSwitch (DCGM getting-started guide: "NVIDIA Driver
 /// R450 and later is required on systems using NVSwitch, such as DGX A100").
 const A100_DRIVER: Option<(u32, &str)> = Some((450, "R450 release notes: first branch for HGX A100 (DCGM guide)"));
+/// H100 and H200 minimums follow NVIDIA's production-branch support (R525 with CUDA 12.0
+/// for Hopper, R550 for H200); not checked here against a primary source, unlike A100/B200.
 const H100_DRIVER: Option<(u32, &str)> = Some((525, "R525: first production branch with Hopper (H100) support"));
 const H200_DRIVER: Option<(u32, &str)> = Some((550, "R550: first production branch with H200 support"));
 const B200_DRIVER: Option<(u32, &str)> =
