@@ -516,6 +516,8 @@ fn lab_with_software(software: &str) -> Model {
     let mut loaded = crate::blueprint::load(std::path::Path::new("blueprints/lab.yaml")).expect("loads");
     loaded.blueprint.node_groups[1].gpu.as_mut().expect("gpu").count = 8;
     loaded.blueprint.software = Some(serde_norway::from_str(software).expect("software parses"));
+    // Only the validators under test are in the catalog.
+    loaded.blueprint.acceptance.validators.clear();
     crate::model::expand(&loaded.blueprint).expect("expands")
 }
 
@@ -582,8 +584,8 @@ async fn dcgm_diag_runs_at_the_blueprints_level() {
     let node = &outcome.validators[0].subjects[0];
     assert!(node.measurements.iter().any(|m| m.name == "DCGM diagnostic level run" && m.value == 2.0), "{node:?}");
 
-    // Without a software section, the validator's default (3) runs.
-    let lab = lab();
+    // Without a DCGM level in the software section, the validator's default (3) runs.
+    let lab = lab_with_software("os: debian12\n");
     let connector = recorded_gpu_node();
     run_all(&builtin_catalog(&["dcgm-diag"]), &lab, &Site::everything(&lab), &connector, &options()).await;
     let ran: Vec<String> = connector.log.lock().expect("log").iter().map(|(_, script)| script.clone()).collect();
