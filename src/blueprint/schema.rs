@@ -41,6 +41,10 @@ pub struct Blueprint {
     /// configured.
     #[serde(default)]
     pub hardware_profiles: BTreeMap<String, HardwareProfile>,
+    /// The GPU node software stack of real hardware (driver, fabric manager, RDMA
+    /// stack, DCGM, containers); a node group may replace it with its own.
+    #[serde(default)]
+    pub software: Option<Software>,
 }
 
 /// What a bare-metal node's BMC should report, set through Redfish before the node
@@ -139,6 +143,9 @@ pub struct NodeGroup {
     /// Name of a `hardware_profiles` entry its bare-metal nodes' BMCs are set to.
     #[serde(default)]
     pub hardware_profile: Option<String>,
+    /// This group's software stack, replacing the top-level `software` as a whole.
+    #[serde(default)]
+    pub software: Option<Software>,
 }
 
 const fn default_start_index() -> u32 {
@@ -755,4 +762,133 @@ pub struct ValidatorRef {
     /// Skip it.
     #[serde(default)]
     pub skip: bool,
+}
+
+/// The software a GPU node on real hardware needs beyond the OS: rendered for nodes
+/// with GPUs (never for the lab's `fake_gpu_devices` nodes).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Software {
+    /// Distribution of the nodes: picks the NVIDIA and DOCA repository paths.
+    pub os: SoftwareOs,
+    /// The NVIDIA GPU driver, from NVIDIA's CUDA apt repository.
+    #[serde(default)]
+    pub gpu_driver: Option<GpuDriver>,
+    /// NVIDIA Fabric Manager: `auto` runs it on GPU models whose GPUs meet at NVSwitches
+    /// (A100/H100/H200/H20/B200/B300 SXM baseboards); always the driver's exact version.
+    #[serde(default)]
+    pub fabric_manager: FabricManagerMode,
+    /// The RDMA stack of the rail NICs.
+    #[serde(default)]
+    pub network: Option<NetworkStack>,
+    /// Load `nvidia-peermem` (GPUDirect RDMA through the DOCA/MLNX OFED peer-memory API).
+    #[serde(default)]
+    pub peermem: bool,
+    /// NVIDIA DCGM (health, diagnostics); its `diag_level` is what `dcgm-diag` runs.
+    #[serde(default)]
+    pub dcgm: Option<Dcgm>,
+    /// enroot and the pyxis Slurm plugin (`srun --container-image`).
+    #[serde(default)]
+    pub containers: Option<Containers>,
+    /// Run `nvidia-persistenced` (keeps the driver loaded between jobs).
+    #[serde(default = "yes")]
+    pub persistenced: bool,
+}
+
+/// Distribution of the GPU nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub enum SoftwareOs {
+    /// Debian 12 (bookworm).
+    #[serde(rename = "debian12")]
+    Debian12,
+    /// Ubuntu 22.04 (jammy).
+    #[serde(rename = "ubuntu2204")]
+    Ubuntu2204,
+}
+
+/// The NVIDIA driver: one exact `version`, or the newest of a `branch`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GpuDriver {
+    /// Exact version, e.g. `550.127.05`: pinned in apt and expected by `gpu-inventory`.
+    #[serde(default)]
+    pub version: Option<String>,
+    /// Driver branch, e.g. `550`: the newest release of it (when no `version` is given).
+    #[serde(default)]
+    pub branch: Option<u32>,
+    /// `open` (required from Blackwell on, recommended from Turing) or `proprietary`.
+    #[serde(default)]
+    pub kernel_modules: KernelModules,
+}
+
+/// Flavour of the NVIDIA kernel modules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum KernelModules {
+    /// The open GPU kernel modules.
+    #[default]
+    Open,
+    /// The proprietary kernel modules.
+    Proprietary,
+}
+
+/// Whether Fabric Manager runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FabricManagerMode {
+    /// On for GPU models with NVSwitch, off otherwise.
+    #[default]
+    Auto,
+    /// Always (an error on GPUs without NVSwitch).
+    Enabled,
+    /// Never (an error on NVSwitch systems: their GPUs do not initialize without it).
+    Disabled,
+}
+
+/// The RDMA stack.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkStack {
+    /// `doca-ofed`, `mlnx-ofed` or `inbox` (the distribution's rdma-core).
+    pub stack: NetworkStackKind,
+    /// Release of DOCA (`2.9.1`) or MLNX_OFED (`24.10-1.1.4.0`); none for `inbox`.
+    #[serde(default)]
+    pub version: Option<String>,
+}
+
+/// Which RDMA stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkStackKind {
+    /// DOCA-Host's `doca-ofed` profile (successor of MLNX_OFED).
+    DocaOfed,
+    /// MLNX_OFED (`mlnx-ofed-all`).
+    MlnxOfed,
+    /// The distribution's own rdma-core.
+    Inbox,
+}
+
+/// NVIDIA DCGM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Dcgm {
+    /// Major version: `3` (`datacenter-gpu-manager`) or `4` (`datacenter-gpu-manager-4-cudaN`).
+    pub major: u32,
+    /// `dcgmi diag -r` level for acceptance: 1 quick, 2 medium, 3 long, 4 extended.
+    #[serde(default = "default_diag_level")]
+    pub diag_level: u32,
+}
+
+const fn default_diag_level() -> u32 {
+    3
+}
+
+/// Container runtime for Slurm jobs.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Containers {
+    /// enroot release (`3.5.0`), installed from its GitHub release `.deb`s.
+    pub enroot: String,
+    /// pyxis release (`0.20.0`), built against the node's Slurm headers.
+    pub pyxis: String,
 }

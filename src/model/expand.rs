@@ -8,7 +8,7 @@
 use ipnet::Ipv4Net;
 use thiserror::Error;
 
-use super::{Filesystem, Group, Model, Node, RailPort, gpu, hostlist};
+use super::{Filesystem, Group, Model, Node, RailPort, gpu, hostlist, software};
 use crate::blueprint::schema::{Blueprint, Cpu, FabricKind, FilesystemKind};
 use crate::topology::{self, FabricInput, SizingInput, addressing};
 
@@ -155,6 +155,10 @@ pub fn expand(blueprint: &Blueprint) -> Result<Model, ExpandError> {
             cpu: spec.cpu.unwrap_or(Cpu { sockets: 1, cores_per_socket: 1, threads_per_core: 1 }),
             memory_mib: spec.memory_gib.map_or(0, |gib| u64::from(gib) * 1024),
             rail_nics: rail_count,
+            local_nvme: spec.local_nvme.map_or(0, |nvme| nvme.count),
+            software: gpu_model
+                .and(spec.software.as_ref().or(blueprint.software.as_ref()))
+                .map(|software| software::resolve(software, gpu_model)),
         });
     }
 

@@ -9,6 +9,7 @@ pub mod gpu;
 pub mod hostlist;
 pub mod network;
 pub mod slurm;
+pub mod software;
 
 use std::net::Ipv4Addr;
 
@@ -63,6 +64,10 @@ pub struct Group {
     pub memory_mib: u64,
     /// Rail NICs per node.
     pub rail_nics: u32,
+    /// Local NVMe drives per node (0 = none declared).
+    pub local_nvme: u32,
+    /// The software stack of a GPU group (its own `software`, else the blueprint's).
+    pub software: Option<software::Stack>,
 }
 
 impl Group {

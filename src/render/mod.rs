@@ -8,6 +8,7 @@
 //! loops over lists the model prepared.
 
 pub mod api;
+pub mod gpu_stack;
 pub mod host;
 pub mod links;
 pub mod lldp;
@@ -150,6 +151,7 @@ pub fn render(
     let mut resources = Vec::new();
     host::render(model, inventory, renderer, &mut resources)?;
     slurm::render(model, inventory, renderer, secrets, &mut resources)?;
+    gpu_stack::render(model, inventory, renderer, &mut resources)?;
     switch::render(model, inventory, renderer, &mut resources)?;
     lldp::render(model, inventory, renderer, &mut resources)?;
     Ok(resources)
@@ -159,6 +161,7 @@ pub fn render(
 pub fn embedded() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
     host::TEMPLATES
         .iter()
+        .chain(gpu_stack::TEMPLATES)
         .chain(links::TEMPLATES)
         .chain(slurm::TEMPLATES)
         .chain(switch::TEMPLATES)

@@ -325,6 +325,10 @@ pub fn unmet(model: &Model, requirements: &[Requirement]) -> Option<String> {
                 "needs Slurm accounting (`scheduler.slurm.accounting: true`)",
             ),
             Requirement::Tenants => (!model.tenants.is_empty(), "needs tenants: the blueprint declares none"),
+            Requirement::GpuDriver => (
+                model.groups.iter().any(|group| group.software.as_ref().is_some_and(|stack| stack.driver.is_some())),
+                "needs a GPU driver in the blueprint (`software.gpu_driver`)",
+            ),
         };
         (!met).then(|| why.to_owned())
     })

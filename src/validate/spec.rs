@@ -193,6 +193,8 @@ pub enum Requirement {
     Accounting,
     /// Tenants declared in the blueprint.
     Tenants,
+    /// A GPU driver declared in the blueprint's `software` (some GPU group has one).
+    GpuDriver,
 }
 
 impl Requirement {
@@ -208,6 +210,7 @@ impl Requirement {
             Self::Slurm => "slurm",
             Self::Accounting => "accounting",
             Self::Tenants => "tenants",
+            Self::GpuDriver => "gpu-driver",
         }
     }
 }

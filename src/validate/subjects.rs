@@ -395,6 +395,14 @@ pub fn node_view(model: &Model, node: &Node) -> serde_json::Value {
         "address": node.mgmt_address,
         "gpus": group.gpus_per_node,
         "gpu": group.gpu.map(|gpu| json!({ "model": gpu.name, "product": gpu.product, "memory_gib": gpu.memory_gib })),
+        // The blueprint's `software` for the node's group: the driver `gpu-inventory`
+        // expects and the level `dcgm-diag` runs.
+        "driver": group.software.as_ref().and_then(|stack| stack.driver.as_ref()).map(|driver| json!({
+            "version": driver.version,
+            "branch": driver.branch,
+            "expected": driver.expected(),
+        })),
+        "dcgm_diag_level": group.software.as_ref().and_then(|stack| stack.dcgm).map(|dcgm| dcgm.diag_level),
         "rails": node.rails.iter().map(|port| json!({
             "index": port.rail,
             "netdev": port.netdev,

@@ -8,6 +8,7 @@ mod lint;
 mod parse;
 mod plan;
 mod redfish;
+mod render_gpu_stack;
 mod render_network;
 mod render_slurm;
 mod report;

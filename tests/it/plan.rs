@@ -65,6 +65,61 @@ fn a_recorded_deploy_plans_no_changes() {
 }
 
 #[test]
+fn a_recorded_deploy_of_the_gpu_software_plans_no_changes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state.json");
+    applied_state(&root().join("blueprints/h200-roce-64.yaml"), &state);
+    let output =
+        toolkit(&["plan", "blueprints/h200-roce-64.yaml", "--offline", "--state", state.to_str().expect("utf8")]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("No changes."), "{stdout}");
+}
+
+#[test]
+fn a_new_driver_version_moves_the_pin_and_reinstalls_the_driver_with_fabric_manager() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state.json");
+    applied_state(&root().join("blueprints/h200-roce-64.yaml"), &state);
+    let edited = std::fs::read_to_string(root().join("blueprints/h200-roce-64.yaml"))
+        .expect("reads")
+        .replace("version: 570.124.06", "version: 570.133.20");
+    let edited_path = dir.path().join("h200-roce-64.yaml");
+    std::fs::write(&edited_path, edited).expect("writes");
+    let output = toolkit(&[
+        "plan",
+        edited_path.to_str().expect("utf8"),
+        "--offline",
+        "--state",
+        state.to_str().expect("utf8"),
+        "--output",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&output.stdout).expect("plan JSON");
+    let mut changed: Vec<String> = plan["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .filter(|change| change["action"] != "no-op" && change["action"] != "noop")
+        .filter_map(|change| change["id"].as_str())
+        .filter(|id| id.starts_with("gpu001:"))
+        .map(str::to_owned)
+        .collect();
+    changed.sort();
+    assert_eq!(
+        changed,
+        [
+            "gpu001:command:apt-update-nvidia",
+            "gpu001:command:nvidia-driver",
+            "gpu001:file:/etc/apt/preferences.d/nvidia-driver.pref"
+        ],
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+}
+
+#[test]
 fn a_changed_partition_changes_only_slurm_config_and_restarts_its_daemons() {
     let dir = tempfile::tempdir().expect("tempdir");
     let state = dir.path().join("state.json");

@@ -283,6 +283,61 @@ async fn gpu_validators_judge_recorded_outputs() {
     assert_eq!(outcome.node_verdicts["host2"]["gpu-inventory"], Verdict::Passed);
 }
 
+/// The IB cluster with the blueprint's software stack: driver 550.127.05, DCGM level 2.
+fn ib_with_software() -> Model {
+    model(&format!(
+        "{IB}software:\n  os: ubuntu2204\n  gpu_driver: {{ version: 550.127.05 }}\n  dcgm: {{ major: 4, diag_level: 2 }}\n"
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_blueprints_driver_and_dcgm_level_judge_recorded_outputs() {
+    let Some(hosts) = Hosts::up(126, 5) else { return };
+    let model = ib_with_software();
+    let (pool, site) = pool(&hosts, 5, &[]);
+    // The recorded DGX runs driver 560.35.03; the blueprint pins 550.127.05. dcgm-diag
+    // keeps its real command, `dcgmi diag -r <level>`, behind a stand-in `dcgmi` that
+    // prints the recorded run and fails on any other level.
+    let bin = hosts.root(1).join("bin");
+    std::fs::create_dir_all(&bin).expect("bin");
+    let dcgmi = bin.join("dcgmi");
+    std::fs::write(
+        &dcgmi,
+        format!(
+            "#!/bin/sh\n[ \"$*\" = \"diag -r 2\" ] || {{ echo \"dcgmi: called with $*\" >&2; exit 3; }}\ncat {}\n",
+            fixture("dcgmi_diag_r3_8xh100_fail_no_fabricmanager.txt")
+        ),
+    )
+    .expect("writes dcgmi");
+    std::process::Command::new("chmod").arg("+x").arg(&dcgmi).status().expect("chmod");
+    let dcgm = builtin("dcgm-diag", &[]);
+    let command = format!("PATH={}:$PATH {}", bin.display(), dcgm.command.clone().expect("a command"));
+    let specs = vec![
+        builtin("gpu-inventory", &[("command", format!("cat {}", fixture("nvidia_smi_8xh100_table.txt")))]),
+        builtin("dcgm-diag", &[("command", command)]),
+    ];
+    let outcome = validate(&catalog(specs), &model, &pool, &site, RunOptions::default()).await;
+
+    let inventory = validator(&outcome, "gpu-inventory");
+    assert_eq!(inventory.subjects.len(), 4, "the four GPU nodes");
+    for node in &inventory.subjects {
+        assert_eq!(node.verdict, Verdict::Failed, "{node:?}");
+        assert!(
+            reason(node).ends_with("driver 560.35.03 is running, the blueprint's software.gpu_driver is 550.127.05"),
+            "{node:?}"
+        );
+        assert_eq!(value(node, "driver is the blueprint's"), 0.0);
+    }
+    assert_eq!(outcome.node_verdicts["host2"]["gpu-inventory"], Verdict::Failed);
+
+    let dcgm = subject(validator(&outcome, "dcgm-diag"), "host3");
+    assert_eq!(value(dcgm, "DCGM diagnostic level run"), 2.0);
+    let evidence = dcgm.evidence.as_ref().expect("evidence");
+    assert!(evidence.command.ends_with("dcgmi diag -r 2"), "{evidence:?}");
+    // The stand-in ran (a wrong level exits 3 and leaves no tests to count).
+    assert_eq!(value(dcgm, "DCGM tests skipped"), 3.0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pairwise_second_pass_names_the_bad_node_from_recorded_outputs() {
     // Pairs run through srun on the controller, so only host1 needs to answer.

@@ -17,6 +17,7 @@ mod inventory;
 mod network;
 mod nodes;
 mod scheduler;
+mod software;
 mod storage;
 mod tenants;
 #[cfg(test)]
@@ -54,6 +55,7 @@ pub fn check(loaded: &LoadedBlueprint, inventory: Option<&LoadedInventory>) -> D
     tenants::check(loaded, &mut out);
     acceptance::check(loaded, &mut out);
     hardware::check(loaded, &mut out);
+    software::check(loaded, &mut out);
     if let Some(inventory) = inventory {
         cloud::check(loaded, inventory, facts.hostnames.as_deref(), &mut out);
         let blueprint_is_valid = !out.has_errors();

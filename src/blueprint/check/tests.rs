@@ -1302,3 +1302,146 @@ fn profiled_nodes_without_a_bmc_warn() {
     assert_eq!(found.severity, Severity::Warning);
     assert!(found.message.contains("node[01-04]"), "{}", found.message);
 }
+
+/// The RoCE base with a software stack that passes every check.
+fn with_software() -> String {
+    format!(
+        "{ROCE}software:\n  os: debian12\n  gpu_driver: {{ version: 550.127.05 }}\n  fabric_manager: auto\n  \
+         network: {{ stack: doca-ofed, version: 2.9.1 }}\n  peermem: true\n  dcgm: {{ major: 4, diag_level: 3 }}\n  \
+         containers: {{ enroot: 3.5.0, pyxis: 0.20.0 }}\n"
+    )
+}
+
+#[test]
+fn a_declared_software_stack_is_clean() {
+    let diagnostics = lint(&with_software());
+    assert!(diagnostics.is_empty(), "{}", diagnostics.render());
+}
+
+#[test]
+fn a_driver_branch_too_old_for_the_gpu_model_is_an_error() {
+    let text = edit(&with_software(), &[("version: 550.127.05", "version: 515.105.01")]);
+    let found = finds(&text, "driver-too-old", "gpu_driver: { version: 515.105.01 }", Severity::Error);
+    assert!(found.message.contains("needs R525"), "{}", found.render());
+    let branch = edit(&with_software(), &[("{ version: 550.127.05 }", "{ branch: 470 }")]);
+    finds(&branch, "driver-too-old", "gpu_driver: { branch: 470 }", Severity::Error);
+}
+
+finds!(
+    driver_version_must_be_numeric,
+    &with_software(),
+    [("version: 550.127.05", "version: latest")],
+    "invalid-driver-version",
+    "gpu_driver: { version: latest }",
+    Error
+);
+finds!(
+    driver_needs_exactly_one_of_version_and_branch,
+    &with_software(),
+    [("{ version: 550.127.05 }", "{ version: 550.127.05, branch: 550 }")],
+    "driver-version-and-branch",
+    "gpu_driver: {",
+    Error
+);
+finds!(
+    fabric_manager_disabled_on_nvswitch_is_an_error,
+    &with_software(),
+    [("fabric_manager: auto", "fabric_manager: disabled")],
+    "fabric-manager-disabled",
+    "fabric_manager: disabled",
+    Error
+);
+finds!(
+    fabric_manager_without_nvswitch_warns,
+    &with_software(),
+    [("fabric_manager: auto", "fabric_manager: enabled"), ("model: h100", "model: l40s")],
+    "fabric-manager-without-nvswitch",
+    "fabric_manager: enabled",
+    Warning
+);
+finds!(
+    fabric_manager_needs_a_driver,
+    &with_software(),
+    [("  gpu_driver: { version: 550.127.05 }\n", "")],
+    "fabric-manager-without-driver",
+    "software:",
+    Error
+);
+finds!(
+    dcgm_level_is_one_to_four,
+    &with_software(),
+    [("diag_level: 3", "diag_level: 5")],
+    "invalid-dcgm-level",
+    "dcgm: { major: 4, diag_level: 5 }",
+    Error
+);
+finds!(
+    dcgm_major_is_three_or_four,
+    &with_software(),
+    [("major: 4", "major: 2")],
+    "invalid-dcgm-major",
+    "dcgm: { major: 2, diag_level: 3 }",
+    Error
+);
+finds!(
+    peermem_needs_an_ofed_stack,
+    &with_software(),
+    [("{ stack: doca-ofed, version: 2.9.1 }", "{ stack: inbox }")],
+    "peermem-without-rdma-stack",
+    "peermem: true",
+    Error
+);
+finds!(
+    an_ofed_stack_is_pinned,
+    &with_software(),
+    [("{ stack: doca-ofed, version: 2.9.1 }", "{ stack: doca-ofed }")],
+    "missing-network-version",
+    "network: { stack: doca-ofed }",
+    Error
+);
+finds!(
+    container_releases_are_release_numbers,
+    &with_software(),
+    [("enroot: 3.5.0", "enroot: \"3.5; rm -rf /\"")],
+    "invalid-software-version",
+    "containers:",
+    Error
+);
+finds!(
+    a_group_software_section_replaces_the_top_level_one,
+    ROCE,
+    [(
+        "    local_nvme: { count: 2, size_gb: 1000 }\n",
+        "    local_nvme: { count: 2, size_gb: 1000 }\n    software:\n      os: debian12\n      gpu_driver: { branch: 470 }\n"
+    )],
+    "driver-too-old",
+    "gpu_driver: { branch: 470 }",
+    Error
+);
+finds!(
+    software_on_a_group_without_gpus_warns,
+    ROCE,
+    [(
+        "roles: [controller, database, login, storage]",
+        "roles: [controller, database, login, storage]\n    software: { os: debian12 }"
+    )],
+    "software-without-gpus",
+    "software: { os: debian12 }",
+    Warning
+);
+finds!(
+    a_dcgm_level_in_software_and_acceptance_warns,
+    &with_software(),
+    [("  mode: auto\n", "  mode: auto\n  validators:\n    - { id: dcgm-diag, thresholds: { level: 4 } }\n")],
+    "dcgm-level-twice",
+    "- { id: dcgm-diag, thresholds: { level: 4 } }",
+    Warning
+);
+finds!(
+    the_inbox_stack_takes_no_version,
+    &with_software(),
+    [("{ stack: doca-ofed, version: 2.9.1 }", "{ stack: inbox, version: 5.0.0 }"), ("peermem: true", "peermem: false")],
+    "inbox-network-version",
+    "network: { stack: inbox, version: 5.0.0 }",
+    Warning
+);

@@ -510,3 +510,84 @@ async fn builtin_explanations_name_what_is_wrong_in_recorded_failures() {
         )
     );
 }
+
+/// The lab with 8 GPUs per node (as the recorded DGX) and `software` as given.
+fn lab_with_software(software: &str) -> Model {
+    let mut loaded = crate::blueprint::load(std::path::Path::new("blueprints/lab.yaml")).expect("loads");
+    loaded.blueprint.node_groups[1].gpu.as_mut().expect("gpu").count = 8;
+    loaded.blueprint.software = Some(serde_norway::from_str(software).expect("software parses"));
+    // Only the validators under test are in the catalog.
+    loaded.blueprint.acceptance.validators.clear();
+    crate::model::expand(&loaded.blueprint).expect("expands")
+}
+
+/// Answers `nvidia-smi` with the recorded 8 x H100 table (driver 560.35.03) and
+/// `dcgmi diag` with a recorded level-3 run, logging what ran.
+fn recorded_gpu_node() -> Fake {
+    fake(|_, script| {
+        let text = if script == "nvidia-smi" {
+            recorded("nvidia_smi_8xh100_table.txt")
+        } else {
+            recorded("dcgmi_diag_r3_8xh100_fail_no_fabricmanager.txt")
+        };
+        (0, text, String::new())
+    })
+}
+
+fn builtin_catalog(ids: &[&str]) -> Catalog {
+    let builtins = Catalog::builtin().unwrap_or_else(|problems| panic!("{}", problems.render()));
+    catalog(ids.iter().map(|id| builtins.get(id).expect("built-in").clone()).collect())
+}
+
+#[tokio::test]
+async fn gpu_inventory_fails_a_driver_other_than_the_blueprints_naming_both() {
+    let model = lab_with_software("os: debian12\ngpu_driver: { version: 550.127.05 }\n");
+    let site = Site::everything(&model);
+    let outcome = run_all(&builtin_catalog(&["gpu-inventory"]), &model, &site, &recorded_gpu_node(), &options()).await;
+    let node = &outcome.validators[0].subjects[0];
+    assert_eq!(node.verdict, Verdict::Failed, "{node:?}");
+    assert_eq!(
+        node.reason.as_deref(),
+        Some(
+            "driver is the blueprint's is 0, required == 1 (default: the blueprint's software.gpu_driver): driver \
+             560.35.03 is running, the blueprint's software.gpu_driver is 550.127.05"
+        )
+    );
+
+    // A branch accepts any release of it; the recorded 560.35.03 is of branch 560.
+    let branch = lab_with_software("os: debian12\ngpu_driver: { branch: 560 }\n");
+    let outcome = run_all(&builtin_catalog(&["gpu-inventory"]), &branch, &site, &recorded_gpu_node(), &options()).await;
+    let node = &outcome.validators[0].subjects[0];
+    assert_eq!(node.verdict, Verdict::Passed, "{node:?}");
+    assert!(node.measurements.iter().any(|m| m.name == "driver is the blueprint's" && m.value == 1.0), "{node:?}");
+}
+
+#[tokio::test]
+async fn gpu_inventory_without_a_declared_driver_only_records_it() {
+    let model = lab_with_software("os: debian12\n");
+    let site = Site::everything(&model);
+    let outcome = run_all(&builtin_catalog(&["gpu-inventory"]), &model, &site, &recorded_gpu_node(), &options()).await;
+    let node = &outcome.validators[0].subjects[0];
+    assert_eq!(node.verdict, Verdict::Passed, "{node:?}");
+    assert!(!node.measurements.iter().any(|m| m.name == "driver is the blueprint's"), "{node:?}");
+}
+
+#[tokio::test]
+async fn dcgm_diag_runs_at_the_blueprints_level() {
+    let model =
+        lab_with_software("os: debian12\ngpu_driver: { version: 550.127.05 }\ndcgm: { major: 4, diag_level: 2 }\n");
+    let site = Site::everything(&model);
+    let connector = recorded_gpu_node();
+    let outcome = run_all(&builtin_catalog(&["dcgm-diag"]), &model, &site, &connector, &options()).await;
+    let ran: Vec<String> = connector.log.lock().expect("log").iter().map(|(_, script)| script.clone()).collect();
+    assert!(!ran.is_empty() && ran.iter().all(|script| script == "dcgmi diag -r 2"), "{ran:?}");
+    let node = &outcome.validators[0].subjects[0];
+    assert!(node.measurements.iter().any(|m| m.name == "DCGM diagnostic level run" && m.value == 2.0), "{node:?}");
+
+    // Without a DCGM level in the software section, the validator's default (3) runs.
+    let lab = lab_with_software("os: debian12\n");
+    let connector = recorded_gpu_node();
+    run_all(&builtin_catalog(&["dcgm-diag"]), &lab, &Site::everything(&lab), &connector, &options()).await;
+    let ran: Vec<String> = connector.log.lock().expect("log").iter().map(|(_, script)| script.clone()).collect();
+    assert!(!ran.is_empty() && ran.iter().all(|script| script == "dcgmi diag -r 3"), "{ran:?}");
+}
