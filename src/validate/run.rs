@@ -325,6 +325,10 @@ pub fn unmet(model: &Model, requirements: &[Requirement]) -> Option<String> {
                 "needs Slurm accounting (`scheduler.slurm.accounting: true`)",
             ),
             Requirement::Tenants => (!model.tenants.is_empty(), "needs tenants: the blueprint declares none"),
+            Requirement::SharedFilesystem => (
+                subjects::benchmark_filesystem(model).is_some(),
+                "needs a shared filesystem mounted by the compute nodes: `storage.filesystems` declares none",
+            ),
         };
         (!met).then(|| why.to_owned())
     })
@@ -533,6 +537,9 @@ impl<C: Connector> ValidatorRun<'_, C> {
             Ok(session) => session,
             Err(error) => return Record::stopped(Problem::Error(format!("cannot reach `{}`: {error}", subject.host))),
         };
+        if let Some(record) = self.missing_programs(session.as_ref(), subject).await {
+            return record;
+        }
         let Some(server) = &self.spec.server else {
             return self.run_steps(session.as_ref(), subject).await;
         };
@@ -592,6 +599,79 @@ impl<C: Connector> ValidatorRun<'_, C> {
             let _ = write!(message, " (server on `{server_host}`: {})", server_text.lines().last().unwrap_or_default());
         }
         record
+    }
+
+    /// Looks up the validator's `programs` on the subject's host with `command -v`:
+    /// `None` when all are there (or none are declared), else the record that stops
+    /// the subject — `skipped` naming what is missing and where, or an `error` when
+    /// the lookup itself could not run.
+    async fn missing_programs<E: crate::transport::Executor>(&self, session: &E, subject: &Subject) -> Option<Record> {
+        if self.spec.programs.is_empty() {
+            return None;
+        }
+        let names: Vec<String> =
+            self.spec.programs.iter().map(|name| crate::transport::quote::quote(name).into_owned()).collect();
+        let script = format!(
+            "for program in {}; do command -v \"$program\" >/dev/null 2>&1 || echo \"$program\"; done",
+            names.join(" ")
+        );
+        let limit = Duration::from_secs(self.spec.timeout + LOCAL_GRACE_SECONDS);
+        let output = match tokio::time::timeout(limit, session.exec(&self.wrapped(&script))).await {
+            Err(_) => {
+                return Some(Record::stopped(Problem::Error(format!(
+                    "looking up {} timed out after {} s",
+                    self.spec.programs.join(", "),
+                    self.spec.timeout
+                ))));
+            }
+            Ok(Err(error)) => {
+                return Some(Record::stopped(Problem::Error(format!("could not run on `{}`: {error}", subject.host))));
+            }
+            Ok(Ok(output)) => output,
+        };
+        let stdout = output.stdout_text();
+        let evidence = Evidence::from_output(
+            script.clone(),
+            match &output.status {
+                ExitStatus::Code(code) => i32::try_from(*code).ok(),
+                _ => None,
+            },
+            &stdout,
+            EVIDENCE_LINES,
+        );
+        if output.status != ExitStatus::Code(0) {
+            let said = String::from_utf8_lossy(&output.stderr);
+            let said = said.lines().rfind(|line| !line.trim().is_empty()).unwrap_or("no output").trim().to_owned();
+            let mut record = Record::stopped(Problem::Error(format!(
+                "looking up {} with `command -v` failed ({}): {said}",
+                self.spec.programs.join(", "),
+                output.status
+            )));
+            record.evidence = Some(evidence);
+            return Some(record);
+        }
+        let missing: Vec<&str> = stdout
+            .lines()
+            .map(str::trim)
+            .filter(|line| self.spec.programs.iter().any(|program| program == line))
+            .collect();
+        if missing.is_empty() {
+            return None;
+        }
+        let listed = missing.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(" and ");
+        let packages = missing.join(" ");
+        let mut record = Record::stopped(Problem::Skipped(format!(
+            "{listed} {} not installed on `{}` (`command -v` finds no such program): install the {packages} package{}, \
+             or make it visible to non-interactive shells (e.g. `module load {}` in /etc/profile.d), \
+             or skip the validator (`acceptance.validators: [{{ id: {}, skip: true }}]`)",
+            if missing.len() == 1 { "is" } else { "are" },
+            subject.host,
+            if missing.len() == 1 { "" } else { "s" },
+            missing[0],
+            self.spec.id
+        )));
+        record.evidence = Some(evidence);
+        Some(record)
     }
 
     /// The argv that runs `script` under the remote `timeout`, so a hung command is

@@ -52,6 +52,12 @@ pub struct ValidatorSpec {
     /// What the cluster must have for this validator to apply; otherwise it is `skipped`.
     #[serde(default)]
     pub requires: Vec<Requirement>,
+    /// Programs the commands need on the host they run on (the controller for jobs
+    /// launched with `srun`), looked up with `command -v` before anything runs: a
+    /// missing one makes the subject `skipped` with a reason that names it and the host
+    /// — an optional benchmark that is not installed is no verdict on the hardware.
+    #[serde(default)]
+    pub programs: Vec<String>,
     /// Numeric parameters for the command (`{{ params.level }}`); the blueprint
     /// overrides them under `acceptance.validators[].thresholds`.
     #[serde(default)]
@@ -193,6 +199,8 @@ pub enum Requirement {
     Accounting,
     /// Tenants declared in the blueprint.
     Tenants,
+    /// A shared filesystem mounted by the compute nodes (`storage.filesystems`).
+    SharedFilesystem,
 }
 
 impl Requirement {
@@ -208,6 +216,7 @@ impl Requirement {
             Self::Slurm => "slurm",
             Self::Accounting => "accounting",
             Self::Tenants => "tenants",
+            Self::SharedFilesystem => "shared-filesystem",
         }
     }
 }
@@ -452,6 +461,16 @@ impl ValidatorSpec {
                 format!("`{}` is not a failure name", self.failure),
                 "use lowercase letters, digits and `-`, e.g. `gpu-count-wrong`",
             );
+        }
+        for (index, program) in self.programs.iter().enumerate() {
+            if !is_program_name(program) {
+                error(
+                    "validator-program",
+                    &format!("programs[{index}]"),
+                    format!("`{program}` is not a program name"),
+                    "give the name `command -v` looks up on the PATH, e.g. `ior` (letters, digits, `.`, `_`, `+`, `-`)",
+                );
+            }
         }
         for (key, text) in [
             ("title", &self.title),
@@ -773,6 +792,12 @@ impl ValidatorSpec {
     }
 }
 
+/// Whether `text` is a plain program name: no path, no space, nothing the shell reads.
+fn is_program_name(text: &str) -> bool {
+    text.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-'))
+}
+
 /// Whether `text` is lowercase letters and digits joined by `separator`, starting
 /// with a letter.
 fn is_slug(text: &str, separator: char) -> bool {
@@ -866,6 +891,17 @@ thresholds:
         let rendered = load(&text).expect_err("refused").render();
         assert!(rendered.contains("not both"), "{rendered}");
         assert!(rendered.contains("`aggregate` needs `items`"), "{rendered}");
+    }
+
+    #[test]
+    fn programs_are_plain_names() {
+        let spec = load(&format!("{MINIMAL}programs: [ior, mdtest, g++-12]\n")).expect("loads");
+        assert_eq!(spec.programs, ["ior", "mdtest", "g++-12"]);
+        let rendered =
+            load(&format!("{MINIMAL}programs: [ior, /usr/bin/ior, 'ior; rm -rf /']\n")).expect_err("refused").render();
+        assert!(rendered.contains("`/usr/bin/ior` is not a program name"), "{rendered}");
+        assert!(rendered.contains("`ior; rm -rf /` is not a program name"), "{rendered}");
+        assert!(!rendered.contains("`ior` is not"), "{rendered}");
     }
 
     #[test]
