@@ -34,7 +34,8 @@ use super::results::{
     Threshold, ValidatorResult, Verdict, format_number,
 };
 use super::spec::{
-    Aggregate, Analysis, MeasurementSpec, Requirement, RunsOn, SeriesScale, Severity, SpecScope, ValidatorSpec,
+    Aggregate, Analysis, MeasurementSpec, ProgramsOn, Requirement, RunsOn, SeriesScale, Severity, SpecScope,
+    ValidatorSpec,
 };
 use super::subjects::{self, Expansion, Site, Subject};
 use crate::blueprint::schema::{AcceptanceMode, FabricKind, Role, SchedulerKind};
@@ -609,12 +610,7 @@ impl<C: Connector> ValidatorRun<'_, C> {
         if self.spec.programs.is_empty() {
             return None;
         }
-        let names: Vec<String> =
-            self.spec.programs.iter().map(|name| crate::transport::quote::quote(name).into_owned()).collect();
-        let script = format!(
-            "for program in {}; do command -v \"$program\" >/dev/null 2>&1 || echo \"$program\"; done",
-            names.join(" ")
-        );
+        let script = self.lookup_script(subject);
         let limit = Duration::from_secs(self.spec.timeout + LOCAL_GRACE_SECONDS);
         let output = match tokio::time::timeout(limit, session.exec(&self.wrapped(&script))).await {
             Err(_) => {
@@ -650,28 +646,68 @@ impl<C: Connector> ValidatorRun<'_, C> {
             record.evidence = Some(evidence);
             return Some(record);
         }
-        let missing: Vec<&str> = stdout
-            .lines()
-            .map(str::trim)
-            .filter(|line| self.spec.programs.iter().any(|program| program == line))
-            .collect();
+        // `program` (on the host) or `node program` (through srun), one a line.
+        let mut missing: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for line in stdout.lines() {
+            let mut words = line.split_whitespace().rev();
+            let Some(program) = words.next().and_then(|word| self.spec.programs.iter().find(|known| *known == word))
+            else {
+                continue;
+            };
+            let host = words.next().unwrap_or(subject.host.as_str());
+            missing.entry(program.as_str()).or_default().insert(host);
+        }
         if missing.is_empty() {
             return None;
         }
-        let listed = missing.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(" and ");
-        let packages = missing.join(" ");
+        let listed: Vec<String> = missing
+            .iter()
+            .map(|(program, hosts)| {
+                let hosts: Vec<String> = hosts.iter().map(|host| format!("`{host}`")).collect();
+                format!("`{program}` is not installed on {}", hosts.join(", "))
+            })
+            .collect();
+        let programs: Vec<&str> = missing.keys().copied().collect();
         let mut record = Record::stopped(Problem::Skipped(format!(
-            "{listed} {} not installed on `{}` (`command -v` finds no such program): install the {packages} package{}, \
+            "{} (`command -v` finds no such program): install the {} package{}, \
              or make it visible to non-interactive shells (e.g. `module load {}` in /etc/profile.d), \
              or skip the validator (`acceptance.validators: [{{ id: {}, skip: true }}]`)",
-            if missing.len() == 1 { "is" } else { "are" },
-            subject.host,
-            if missing.len() == 1 { "" } else { "s" },
-            missing[0],
+            listed.join("; "),
+            programs.join(" and "),
+            if programs.len() == 1 { "" } else { "s" },
+            programs[0],
             self.spec.id
         )));
         record.evidence = Some(evidence);
         Some(record)
+    }
+
+    /// The shell script that prints each missing program: its name on the host, or
+    /// `node name` from one `srun` task on each of the subject's nodes.
+    fn lookup_script(&self, subject: &Subject) -> String {
+        let names: Vec<String> =
+            self.spec.programs.iter().map(|name| crate::transport::quote::quote(name).into_owned()).collect();
+        match self.spec.programs_on {
+            ProgramsOn::Host => format!(
+                "for program in {}; do command -v \"$program\" >/dev/null 2>&1 || echo \"$program\"; done",
+                names.join(" ")
+            ),
+            ProgramsOn::Nodes => {
+                let nodes: Vec<&str> =
+                    subject.nodes.iter().map(|&index| self.model.nodes[index].name.as_str()).collect();
+                let inner = format!(
+                    "for program in {}; do command -v \"$program\" >/dev/null 2>&1 || echo \"$(hostname -s) $program\"; done",
+                    names.join(" ")
+                );
+                let hostlist = crate::model::hostlist::compress(nodes.iter().copied());
+                format!(
+                    "srun --nodes={} --nodelist={} --ntasks-per-node=1 --immediate=60 sh -c {}",
+                    nodes.len(),
+                    crate::transport::quote::quote(&hostlist),
+                    crate::transport::quote::quote(&inner)
+                )
+            }
+        }
     }
 
     /// The argv that runs `script` under the remote `timeout`, so a hung command is

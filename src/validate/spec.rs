@@ -58,6 +58,11 @@ pub struct ValidatorSpec {
     /// — an optional benchmark that is not installed is no verdict on the hardware.
     #[serde(default)]
     pub programs: Vec<String>,
+    /// Where `programs` are looked up: the host the command runs on (default), or every
+    /// node of the subject through one `srun` task per node (for jobs launched with
+    /// `srun`, whose programs run on the compute nodes).
+    #[serde(default)]
+    pub programs_on: ProgramsOn,
     /// Numeric parameters for the command (`{{ params.level }}`); the blueprint
     /// overrides them under `acceptance.validators[].thresholds`.
     #[serde(default)]
@@ -177,6 +182,17 @@ pub enum RunsOn {
     Subject,
     /// The Slurm controller (jobs launched with `srun`).
     Controller,
+}
+
+/// Where a validator's `programs` are looked up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProgramsOn {
+    /// The host the command runs on.
+    #[default]
+    Host,
+    /// Every node of the subject, through `srun` (needs `requires: [slurm]`).
+    Nodes,
 }
 
 /// Something the cluster must have for a validator (or a step) to apply.
@@ -471,6 +487,14 @@ impl ValidatorSpec {
                     "give the name `command -v` looks up on the PATH, e.g. `ior` (letters, digits, `.`, `_`, `+`, `-`)",
                 );
             }
+        }
+        if self.programs_on == ProgramsOn::Nodes && !self.requires.contains(&Requirement::Slurm) {
+            error(
+                "validator-program",
+                "programs_on",
+                "`programs_on: nodes` looks programs up through `srun`".to_owned(),
+                "add `slurm` to `requires`, or look them up on the host (`programs_on: host`)",
+            );
         }
         for (key, text) in [
             ("title", &self.title),
@@ -902,6 +926,10 @@ thresholds:
         assert!(rendered.contains("`/usr/bin/ior` is not a program name"), "{rendered}");
         assert!(rendered.contains("`ior; rm -rf /` is not a program name"), "{rendered}");
         assert!(!rendered.contains("`ior` is not"), "{rendered}");
+        let rendered = load(&format!("{MINIMAL}programs: [ior]\nprograms_on: nodes\n")).expect_err("refused").render();
+        assert!(rendered.contains("`programs_on: nodes` looks programs up through `srun`"), "{rendered}");
+        let spec = load(&format!("{MINIMAL}programs: [ior]\nprograms_on: nodes\nrequires: [slurm]\n")).expect("loads");
+        assert_eq!(spec.programs_on, ProgramsOn::Nodes);
     }
 
     #[test]

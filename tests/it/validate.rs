@@ -21,7 +21,7 @@ use toolkit::transport::ssh::{SshOptions, SshPool, SshTarget};
 use toolkit::validate::catalog::Catalog;
 use toolkit::validate::results::{Results, SubjectResult, ValidatorResult, Verdict};
 use toolkit::validate::run::{self, RunOptions, RunOutcome};
-use toolkit::validate::spec::ValidatorSpec;
+use toolkit::validate::spec::{ProgramsOn, ValidatorSpec};
 use toolkit::validate::subjects::Site;
 use toolkit::validate::{drain, expr};
 
@@ -507,18 +507,21 @@ async fn storage_benchmarks_judge_recorded_ior_and_mdtest_outputs_over_ssh() {
     let Some(hosts) = Hosts::up(126, 1) else { return };
     let model = model(&roce_with_shared(", expected: { write_gb_per_s: 2, stat_ops: 20000 }"));
     let (pool, site) = pool(&hosts, 1, &[]);
-    // The recordings stand in for the jobs; `sh` is looked up for real instead of the tools.
+    // The recordings stand in for the jobs; `sh` is looked up for real instead of the
+    // tools, on the host over SSH (the sshd hosts run no Slurm to look through).
     let mut ior = builtin(
         "storage-ior",
         &[("command", format!("cat {}", fixture("ior_3.3.0_2node_lustre_stampede2_posix_ssf.txt")))],
     );
     ior.programs = vec!["sh".to_owned()];
+    ior.programs_on = ProgramsOn::Host;
     ior.params.insert("tasks_per_node".to_owned(), 1.0);
     let mut mdtest = builtin(
         "storage-mdtest",
         &[("command", format!("cat {}", fixture("mdtest_1.9.3_2node_gpfs_ccr_verbose.txt")))],
     );
     mdtest.programs = vec!["sh".to_owned()];
+    mdtest.programs_on = ProgramsOn::Host;
     let outcome = validate(&catalog(vec![ior, mdtest]), &model, &pool, &site, RunOptions::default()).await;
     let ior = subject(validator(&outcome, "storage-ior"), "vr");
     assert_eq!(ior.verdict, Verdict::Failed, "{ior:?}");
@@ -554,7 +557,12 @@ async fn storage_benchmarks_are_skipped_where_ior_and_mdtest_are_not_installed()
     let Some(hosts) = Hosts::up(127, 1) else { return };
     let model = model(&roce_with_shared(""));
     let (pool, site) = pool(&hosts, 1, &[]);
-    let specs = vec![builtin("storage-ior", &[]), builtin("storage-mdtest", &[])];
+    // The sshd hosts run no Slurm: look the programs up on the host over SSH instead of
+    // through srun on the nodes.
+    let mut specs = vec![builtin("storage-ior", &[]), builtin("storage-mdtest", &[])];
+    for spec in &mut specs {
+        spec.programs_on = ProgramsOn::Host;
+    }
     let outcome = validate(&catalog(specs), &model, &pool, &site, RunOptions::default()).await;
     for (id, program) in [("storage-ior", "ior"), ("storage-mdtest", "mdtest")] {
         let result = validator(&outcome, id);
@@ -636,7 +644,16 @@ fn the_binary_selects_storage_ior_and_the_report_shows_its_docs() {
     let Some(hosts) = Hosts::up(128, 3) else { return };
     let workspace = Workspace::new(&hosts, 3);
     std::fs::write(workspace.path("blueprint.yaml"), roce_with_shared("")).expect("blueprint");
-    let run = workspace.validate(&["--only", "storage-ior", "--results", "ior.json"]);
+    // The sshd hosts run no Slurm: a site copy of the built-in looks `ior` up on the
+    // controller over SSH instead of through srun (same id: it replaces the built-in).
+    let site = workspace.path("site-validators");
+    std::fs::create_dir(&site).expect("validators directory");
+    let builtin = include_str!("../../validators/storage-ior.yaml");
+    assert!(builtin.contains("programs_on: nodes\n"));
+    std::fs::write(site.join("storage-ior.yaml"), builtin.replace("programs_on: nodes\n", "programs_on: host\n"))
+        .expect("site validator");
+    let site = site.display().to_string();
+    let run = workspace.validate(&["--only", "storage-ior", "--validators", &site, "--results", "ior.json"]);
     assert_eq!(run.status.code(), Some(0), "a skip is not a failure: {}", text(&run));
     let document = std::fs::read_to_string(workspace.path("ior.json")).expect("results written");
     let results = Results::from_json(&document, "ior.json").expect("a valid results document");

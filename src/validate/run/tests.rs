@@ -547,7 +547,7 @@ fn two_nodes() -> RunOptions {
 fn storage_host(missing: &'static str, ior: String, mdtest: String) -> Fake {
     fake(move |host, script| {
         assert_eq!(host, "head", "Slurm jobs start on the controller");
-        if script.starts_with("for program in") {
+        if script.contains("for program in") {
             (0, missing.to_owned(), String::new())
         } else if script.contains(" ior -a POSIX ") {
             (0, ior.clone(), String::new())
@@ -595,7 +595,12 @@ async fn storage_benchmarks_pass_recorded_outputs_above_the_floors() {
     );
     let log = connector.log.lock().expect("log").clone();
     assert_eq!(log.len(), 4, "a lookup and a job per validator: {log:?}");
-    assert_eq!(log[0].1, "for program in ior; do command -v \"$program\" >/dev/null 2>&1 || echo \"$program\"; done");
+    assert_eq!(
+        log[0].1,
+        "srun --nodes=2 --nodelist='node[01-02]' --ntasks-per-node=1 --immediate=60 sh -c 'for program in ior; do \
+         command -v \"$program\" >/dev/null 2>&1 || echo \"$(hostname -s) $program\"; done'",
+        "looked up on the compute nodes, where the job runs"
+    );
     let job = &log[1].1;
     assert!(job.starts_with("first=node01\ndir=/lustre/.toolkit-ior.$(date +%s).$$\n"), "{job}");
     assert!(
@@ -664,12 +669,8 @@ async fn storage_benchmarks_are_skipped_where_not_installed_or_without_a_shared_
     let model = lab_with_lustre(None);
     let site = Site::everything(&model);
     let connector = fake(|_, script| {
-        assert!(script.starts_with("for program in"), "nothing runs after a failed lookup: {script}");
-        if script.contains("in ior;") {
-            (0, "ior\n".to_owned(), String::new())
-        } else {
-            (0, String::new(), String::new())
-        }
+        assert!(script.contains("for program in ior;"), "nothing runs after a failed lookup: {script}");
+        (0, "node02 ior\n".to_owned(), String::new())
     });
     // mdtest is found, and its job is not run by this connector: --only keeps storage-ior.
     let only = RunOptions { only: Some(["storage-ior".to_owned()].into()), ..two_nodes() };
@@ -680,12 +681,12 @@ async fn storage_benchmarks_are_skipped_where_not_installed_or_without_a_shared_
     assert_eq!(
         ior.subjects[0].reason.as_deref(),
         Some(
-            "`ior` is not installed on `head` (`command -v` finds no such program): install the ior package, or make it \
+            "`ior` is not installed on `node02` (`command -v` finds no such program): install the ior package, or make it \
              visible to non-interactive shells (e.g. `module load ior` in /etc/profile.d), or skip the validator \
              (`acceptance.validators: [{ id: storage-ior, skip: true }]`)"
         )
     );
-    assert!(ior.subjects[0].evidence.as_ref().is_some_and(|e| e.output_tail == ["ior"]), "{ior:?}");
+    assert!(ior.subjects[0].evidence.as_ref().is_some_and(|e| e.output_tail == ["node02 ior"]), "{ior:?}");
     assert!(outcome.node_verdicts.is_empty(), "a skip says nothing about the nodes");
 
     // The lookup itself failing is an error, not a skip.
@@ -738,4 +739,32 @@ async fn truncated_storage_outputs_cannot_be_parsed_and_name_the_line() {
         reasons[1].1.starts_with("mdtest parser: could not parse line 326: expected the `-- finished at"),
         "{reasons:?}"
     );
+}
+
+#[tokio::test]
+async fn every_missing_program_is_named_with_its_hosts() {
+    let model = lab();
+    let site = Site::everything(&model);
+    let text = LINKS.replace("scope: node\n", "scope: node\nprograms: [ior, mdtest, ip]\n");
+    let connector = fake(|host, script| {
+        if script.starts_with("for program in ior mdtest ip;") {
+            let missing = if host == "node01" { "ior\nmdtest\n" } else { "" };
+            (0, missing.to_owned(), String::new())
+        } else {
+            (0, link("UP", 9000), String::new())
+        }
+    });
+    let outcome = run_all(&catalog(vec![spec(&text)]), &model, &site, &connector, &options()).await;
+    let subjects = &outcome.validators[0].subjects;
+    assert_eq!(subjects[0].verdict, Verdict::Skipped);
+    assert_eq!(
+        subjects[0].reason.as_deref(),
+        Some(
+            "`ior` is not installed on `node01`; `mdtest` is not installed on `node01` (`command -v` finds no such \
+             program): install the ior and mdtest packages, or make it visible to non-interactive shells (e.g. \
+             `module load ior` in /etc/profile.d), or skip the validator (`acceptance.validators: [{ id: links, skip: \
+             true }]`)"
+        )
+    );
+    assert!(subjects[1..].iter().all(|subject| subject.verdict == Verdict::Passed), "{subjects:?}");
 }
