@@ -647,6 +647,16 @@ async fn storage_benchmarks_fail_below_the_blueprints_expected_performance() {
             .as_str()
         )
     );
+    // An IOR that prints no `Path` and no aggregate size: the explanation names the mount.
+    let bare: String = recorded("ior_3.3.0_2node_lustre_stampede2_posix_ssf.txt")
+        .lines()
+        .filter(|line| !line.starts_with("Path ") && !line.starts_with("aggregate filesize"))
+        .flat_map(|line| [line, "\n"])
+        .collect();
+    let plain = storage_host("", bare, recorded("mdtest_1.9.3_2node_gpfs_ccr_verbose.txt"));
+    let again = run_all(&storage_benchmarks(), &model, &site, &plain, &two_nodes()).await;
+    let reason = again.validators[0].subjects[0].reason.as_deref().unwrap_or_default();
+    assert!(reason.ends_with("10 GB/s write): IOR 3.3.0+dev, 2 tasks on /lustre"), "{reason}");
     let read = ior.measurements.iter().find(|m| m.name.starts_with("aggregate read")).expect("read");
     assert!(read.threshold.as_ref().is_some_and(|t| t.admits(read.value)), "0.35 GB/s meets 0.3: {read:?}");
     let mdtest = &outcome.validators[1].subjects[0];
