@@ -16,8 +16,11 @@ use crate::render::{self, Renderer};
 pub struct Compiled {
     /// The expanded cluster.
     pub model: Model,
-    /// Every resource, as a DAG.
+    /// Every resource, as a DAG: API objects (BMC, cloud) first, each host's SSH
+    /// resources depending on its API gate.
     pub graph: ResourceGraph,
+    /// Firmware versions each node's hardware profile expects, by node.
+    pub firmware: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
 }
 
 /// Expands, renders and builds the graph.
@@ -48,8 +51,20 @@ pub fn compile(
             Diagnostic::error("render-failed", message).help("a template refers to a value the model does not have"),
         ])
     })?;
-    let graph = graph::build(resources)?;
-    Ok(Compiled { model, graph })
+    let api = render::api::resources(&model, inventory);
+    let mut all = api.resources;
+    if api.gates.is_empty() {
+        all.extend(resources);
+    } else {
+        all.extend(resources.into_iter().map(|mut resource| {
+            if let Some(gate) = api.gates.get(&resource.target.name) {
+                resource.depends_on.push(gate.clone());
+            }
+            resource
+        }));
+    }
+    let graph = graph::build(all)?;
+    Ok(Compiled { model, graph, firmware: api.firmware })
 }
 
 /// Hex SHA-256 of a file's text (identity of inputs in plans).

@@ -11,7 +11,10 @@
 //! | graph    | [`graph`]                      | resources → DAG; cycles and unknown ids are diagnostics |
 //! | plan     | [`plan`]                       | resources × recorded state → [`plan::Plan`]       |
 //!
-//! Everything above is pure and offline; `cli` wires the stages to commands.
+//! Everything above is pure and offline; `cli` wires the stages to commands. The
+//! network stages: [`deploy::api`] observes and applies API objects (BMCs through
+//! [`bmc`], cloud instances through [`cloud`]) before [`deploy`] observes and applies
+//! the hosts over SSH ([`transport`], [`apply`]).
 
 pub mod apply;
 pub mod blueprint;

@@ -1,14 +1,16 @@
 //! Resources: the unit of desired state on one target.
 //!
 //! Stage: render → graph → plan. A [`Resource`] is a file, directory, package,
-//! service or guarded command on one host or switch, with a stable id that keys the
-//! plan and the state file, and the ids it depends on.
+//! service or guarded command on one host or switch, or an API object (BMC, cloud),
+//! with a stable id that keys the plan and the state file, and the ids it depends on.
 
 use std::fmt;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use crate::bmc::resources::ApiDesired;
 
 /// Stable id: `<target>:<kind>:<name>`, e.g. `node01:file:/etc/slurm/slurm.conf`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -181,6 +183,9 @@ pub enum Desired {
         /// Why it exists, for the plan.
         description: String,
     },
+    /// An object behind an HTTP API: a BMC's power, boot override or BIOS attribute,
+    /// a cloud instance or placement group. Set before the host is reached over SSH.
+    Api(ApiDesired),
 }
 
 impl Desired {
@@ -193,6 +198,7 @@ impl Desired {
             Self::Package { .. } => "package",
             Self::Service { .. } => "service",
             Self::Command { .. } => "command",
+            Self::Api(item) => item.kind(),
         }
     }
 
@@ -211,6 +217,7 @@ impl Desired {
                 let digest = Sha256::digest(format!("{argv:?}{creates:?}{unless:?}").as_bytes());
                 format!("command:{}", hex::encode(&digest[..8]))
             }
+            Self::Api(item) => item.value().unwrap_or_else(|| "absent".to_owned()),
         }
     }
 }

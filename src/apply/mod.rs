@@ -12,7 +12,7 @@ pub mod ops;
 pub mod walker;
 
 #[cfg(test)]
-mod fake;
+pub(crate) mod fake;
 
 use std::collections::BTreeSet;
 

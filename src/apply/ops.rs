@@ -72,6 +72,8 @@ pub async fn apply<E: Executor>(
             })
         }
         Desired::Directory { path, mode, owner } => directory(executor, path, *mode, owner).await,
+        // API objects are applied by the API stage (`deploy::api`), never over SSH.
+        Desired::Api(item) => Err(OpError::Refused(format!("`{}` is set through its API, not over SSH", item.id()))),
         Desired::Package { name } => {
             let steps = install_packages(executor, std::slice::from_ref(name)).await?;
             Ok(steps.first().copied().unwrap_or(Step::Unchanged))
@@ -212,10 +214,30 @@ async fn service<E: Executor>(
     let facts = service::probe(executor, &[unit.to_owned()]).await?;
     let fact = facts.into_iter().next().ok_or_else(|| OpError::Refused(format!("no facts for unit `{unit}`")))?;
     let commands = service_commands(executor.host(), &fact, enabled, running, restart)?;
+    if !commands.is_empty() && fact.active != ActiveState::Unknown {
+        // Deploy may just have written this unit's file (or a drop-in): without a
+        // reload, systemd starts the definition it read before and only warns.
+        let argv = reload_if_unit_changed(unit);
+        executor.exec(&argv).await?.into_success(executor.host(), &argv)?;
+    }
     for argv in &commands {
         executor.exec(argv).await?.into_success(executor.host(), argv)?;
     }
     Ok(if commands.is_empty() { Step::Unchanged } else { Step::Changed })
+}
+
+/// `systemctl daemon-reload` when systemd says `unit`'s files changed on disk since
+/// it loaded them (`NeedDaemonReload`), nothing otherwise: a reload re-runs every
+/// generator, so it is not done for services whose files did not change.
+#[must_use]
+pub fn reload_if_unit_changed(unit: &str) -> Vec<String> {
+    words(&[
+        "sh",
+        "-c",
+        r#"if [ "$(systemctl show --property=NeedDaemonReload --value -- "$1")" = yes ]; then systemctl daemon-reload; fi"#,
+        "toolkit-daemon-reload",
+        unit,
+    ])
 }
 
 /// The `systemctl` commands that take `fact` to the desired state. Pure, so the
@@ -352,6 +374,35 @@ mod tests {
         assert_eq!(run(&fixed, true, true, None), ["start"]);
         let argv = &service_commands("n", &stopped, true, false, None).expect("ok")[0];
         assert_eq!(argv, &["systemctl", "enable", "--", "slurmd"]);
+    }
+
+    /// Through a real `sh`, with a `systemctl` on PATH that answers as systemd does.
+    #[test]
+    fn daemon_reload_runs_only_when_the_unit_changed_on_disk() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("log");
+        let fake = format!(
+            "#!/bin/sh\necho \"$*\" >> {}\ncase \"$*\" in show*changed.service) echo yes;; show*) echo no;; esac\n",
+            log.display()
+        );
+        let program = dir.path().join("systemctl");
+        std::fs::write(&program, fake).expect("write");
+        std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+        let path = format!("{}:{}", dir.path().display(), std::env::var("PATH").unwrap_or_default());
+        for unit in ["same.service", "changed.service"] {
+            let argv = reload_if_unit_changed(unit);
+            let status = std::process::Command::new(&argv[0]).args(&argv[1..]).env("PATH", &path).status().expect("sh");
+            assert!(status.success());
+        }
+        let calls = std::fs::read_to_string(&log).expect("log");
+        assert_eq!(
+            calls.lines().collect::<Vec<_>>(),
+            [
+                "show --property=NeedDaemonReload --value -- same.service",
+                "show --property=NeedDaemonReload --value -- changed.service",
+                "daemon-reload"
+            ]
+        );
     }
 
     #[test]

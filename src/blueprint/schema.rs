@@ -36,6 +36,43 @@ pub struct Blueprint {
     /// How the cluster is accepted at handover.
     #[serde(default)]
     pub acceptance: Acceptance,
+    /// Hardware profiles by name, referenced by `node_groups[].hardware_profile`:
+    /// what each node's BMC should report (power, BIOS, firmware) before the OS is
+    /// configured.
+    #[serde(default)]
+    pub hardware_profiles: BTreeMap<String, HardwareProfile>,
+}
+
+/// What a bare-metal node's BMC should report, set through Redfish before the node
+/// is configured over SSH.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HardwareProfile {
+    /// Power state the node should be in.
+    #[serde(default)]
+    pub power: DesiredPower,
+    /// BIOS attributes by Redfish name (`ProcTurboMode: Enabled`). Most BMCs apply
+    /// them at the next boot, so a change restarts a node that is on.
+    #[serde(default)]
+    pub bios: BTreeMap<String, serde_json::Value>,
+    /// Expected firmware versions by component (`BIOS`, `BMC`, or a firmware inventory
+    /// `Id`). A mismatch is reported by `plan`; firmware is never updated by toolkit.
+    #[serde(default)]
+    pub firmware: BTreeMap<String, String>,
+    /// Boot from the network once when the node is provisioned (powered on from off).
+    #[serde(default)]
+    pub pxe_on_provision: bool,
+}
+
+/// Power state of a node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DesiredPower {
+    /// Powered on (the default).
+    #[default]
+    On,
+    /// Powered off.
+    Off,
 }
 
 /// Cluster identity.
@@ -99,6 +136,9 @@ pub struct NodeGroup {
     /// Local NVMe drives (scratch tier).
     #[serde(default)]
     pub local_nvme: Option<LocalNvme>,
+    /// Name of a `hardware_profiles` entry its bare-metal nodes' BMCs are set to.
+    #[serde(default)]
+    pub hardware_profile: Option<String>,
 }
 
 const fn default_start_index() -> u32 {

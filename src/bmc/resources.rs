@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::error::BmcError;
 use super::redfish::{BootTarget, PowerState, Redfish};
-use crate::cloud::{CLUSTER_TAG, CloudError, Ec2, NODE_TAG};
+use crate::cloud::{CLUSTER_TAG, CloudError, Ec2, NODE_TAG, NodeSpec, RailInterface};
 use crate::plan::{Action, Change};
 
 /// Whether a boot override lasts for one boot or all of them.
@@ -40,7 +40,7 @@ impl BootEnabled {
 }
 
 /// One API object as it should be.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApiDesired {
     /// A node's power state (through its BMC).
     Power {
@@ -80,8 +80,30 @@ pub enum ApiDesired {
         image_id: String,
         /// Present, or absent (to be terminated).
         present: bool,
+        /// SSH key pair.
+        key_name: Option<String>,
+        /// Interfaces: management first, then one per rail.
+        interfaces: Vec<RailInterface>,
+        /// Cluster placement group to run in.
+        placement_group: Option<String>,
+    },
+    /// A cluster placement group (`cloud:placement-group:<name>`).
+    PlacementGroup {
+        /// Cluster that owns it.
+        cluster: String,
+        /// Group name.
+        name: String,
     },
 }
+
+/// Whether a plan change of this kind is an API object (see [`ApiDesired::kind`]).
+#[must_use]
+pub fn is_api_kind(kind: &str) -> bool {
+    matches!(kind, "power" | "boot" | "bios" | "instance" | "placement-group")
+}
+
+/// Target name of cluster-wide cloud objects (placement groups).
+pub const CLOUD_TARGET: &str = "cloud";
 
 /// Observed values by resource id; `None` when the object does not exist.
 pub type Observed = BTreeMap<String, Option<String>>;
@@ -100,6 +122,28 @@ impl ApiDesired {
         match self {
             Self::Power { host, .. } | Self::BootOverride { host, .. } | Self::BiosAttribute { host, .. } => host,
             Self::Instance { node, .. } => node,
+            Self::PlacementGroup { .. } => CLOUD_TARGET,
+        }
+    }
+
+    /// Whether it lives at a cloud provider (not on a BMC).
+    #[must_use]
+    pub fn is_cloud(&self) -> bool {
+        matches!(self, Self::Instance { .. } | Self::PlacementGroup { .. })
+    }
+
+    /// What `RunInstances` needs for an instance item.
+    #[must_use]
+    pub fn node_spec(&self) -> Option<NodeSpec> {
+        match self {
+            Self::Instance { node, instance_type, image_id, key_name, interfaces, .. } => Some(NodeSpec {
+                name: node.clone(),
+                image_id: image_id.clone(),
+                instance_type: instance_type.clone(),
+                key_name: key_name.clone(),
+                rails: interfaces.clone(),
+            }),
+            _ => None,
         }
     }
 
@@ -111,6 +155,7 @@ impl ApiDesired {
             Self::BootOverride { .. } => "boot",
             Self::BiosAttribute { .. } => "bios",
             Self::Instance { .. } => "instance",
+            Self::PlacementGroup { .. } => "placement-group",
         }
     }
 
@@ -120,7 +165,7 @@ impl ApiDesired {
         match self {
             Self::Power { .. } => "system".to_owned(),
             Self::BootOverride { .. } => "override".to_owned(),
-            Self::BiosAttribute { name, .. } => name.clone(),
+            Self::BiosAttribute { name, .. } | Self::PlacementGroup { name, .. } => name.clone(),
             Self::Instance { cluster, .. } => cluster.clone(),
         }
     }
@@ -141,6 +186,7 @@ impl ApiDesired {
             Self::Instance { instance_type, image_id, present, .. } => {
                 present.then(|| format!("{instance_type} {image_id}"))
             }
+            Self::PlacementGroup { .. } => Some("cluster".to_owned()),
         }
     }
 }
@@ -152,11 +198,23 @@ impl ApiDesired {
 /// See [`BmcError`]; a BMC without a BIOS resource leaves BIOS attributes unobserved
 /// (`None`), which plans them as changes that apply will report unsupported.
 pub async fn observe_bmc(redfish: &Redfish, desired: &[ApiDesired]) -> Result<Observed, BmcError> {
+    observe_node(redfish, desired).await.map(|(observed, _)| observed)
+}
+
+/// [`observe_bmc`], and the firmware versions the BMC reports (empty when no item
+/// is this node's).
+///
+/// # Errors
+/// See [`BmcError`].
+pub async fn observe_node(
+    redfish: &Redfish,
+    desired: &[ApiDesired],
+) -> Result<(Observed, BTreeMap<String, String>), BmcError> {
     let mine: Vec<&ApiDesired> =
-        desired.iter().filter(|item| item.target() == redfish.host() && item.kind() != "instance").collect();
+        desired.iter().filter(|item| item.target() == redfish.host() && !item.is_cloud()).collect();
     let mut observed = Observed::new();
     if mine.is_empty() {
-        return Ok(observed);
+        return Ok((observed, BTreeMap::new()));
     }
     let system = redfish.system().await?;
     let info = redfish.discover(&system).await?;
@@ -174,11 +232,11 @@ pub async fn observe_bmc(redfish: &Redfish, desired: &[ApiDesired]) -> Result<Ob
                 info.boot.enabled.as_deref().unwrap_or("Disabled")
             )),
             ApiDesired::BiosAttribute { name, .. } => bios.get(name).map(value_text),
-            ApiDesired::Instance { .. } => continue,
+            ApiDesired::Instance { .. } | ApiDesired::PlacementGroup { .. } => continue,
         };
         observed.insert(item.id(), value);
     }
-    Ok(observed)
+    Ok((observed, info.firmware))
 }
 
 /// Reads `cluster`'s instances for the desired instance items of that cluster.
@@ -198,6 +256,10 @@ pub async fn observe_cloud(ec2: &Ec2, cluster: &str, desired: &[ApiDesired]) -> 
             observed
                 .insert(item.id(), found.map(|instance| format!("{} {}", instance.instance_type, instance.image_id)));
         }
+        if let ApiDesired::PlacementGroup { name, .. } = item {
+            let exists = ec2.placement_group_exists(name).await?;
+            observed.insert(item.id(), exists.then(|| "cluster".to_owned()));
+        }
     }
     Ok(observed)
 }
@@ -215,6 +277,7 @@ pub fn diff(desired: &[ApiDesired], observed: &Observed) -> Vec<Change> {
             let known = observed.contains_key(&id);
             let (action, reason) = match (item, &before, &after) {
                 (ApiDesired::Instance { .. }, None, Some(_)) => (Action::Create, "not running".to_owned()),
+                (ApiDesired::PlacementGroup { .. }, None, Some(_)) => (Action::Create, "absent".to_owned()),
                 (ApiDesired::Instance { .. }, Some(_), None) => (Action::Remove, "no longer desired".to_owned()),
                 (ApiDesired::Instance { .. }, None, None) => (Action::NoOp, "absent".to_owned()),
                 (ApiDesired::Instance { .. }, Some(have), Some(want)) if have != want => {
@@ -260,6 +323,9 @@ mod tests {
                 instance_type: "p5.48xlarge".into(),
                 image_id: "ami-1".into(),
                 present: true,
+                key_name: None,
+                interfaces: Vec::new(),
+                placement_group: None,
             },
             ApiDesired::Instance {
                 cluster: "c".into(),
@@ -267,6 +333,9 @@ mod tests {
                 instance_type: "p5.48xlarge".into(),
                 image_id: "ami-1".into(),
                 present: false,
+                key_name: None,
+                interfaces: Vec::new(),
+                placement_group: None,
             },
         ];
         let observed: Observed = [

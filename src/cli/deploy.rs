@@ -32,8 +32,30 @@ pub struct Args {
     /// Templates that override the built-in ones.
     #[arg(long)]
     templates: Option<PathBuf>,
+    /// Which stage to run: `api` sets BMCs and cloud instances only (Terraform's
+    /// `-target` for API objects), `ssh` configures the hosts only, `all` both, API first.
+    #[arg(long, value_enum, default_value_t)]
+    stage: Stage,
     #[command(flatten)]
     apply: ApplyArgs,
+}
+
+/// Stages of a deploy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Stage {
+    /// The API stage, then the SSH stage.
+    #[default]
+    All,
+    /// BMCs (Redfish) and cloud instances (EC2) only.
+    Api,
+    /// Hosts over SSH only.
+    Ssh,
+}
+
+/// What the API stage needs: the inventory (BMCs, cloud) and where it was read from.
+pub(crate) struct ApiInputs<'a> {
+    pub inventory: &'a crate::inventory::Inventory,
+    pub firmware: &'a BTreeMap<String, BTreeMap<String, String>>,
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
@@ -55,6 +77,22 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             eprintln!("generated secret {reference}");
         }
     }
+    if args.stage == Stage::Api && saved.is_some() {
+        bail!("a saved plan applies the SSH stage only; run `toolkit deploy BLUEPRINT --stage api` for BMCs and cloud");
+    }
+    // The API stage runs when the inventory has anything behind an API.
+    let has_api = inventory
+        .as_ref()
+        .and_then(|path| crate::inventory::load(path).ok())
+        .is_some_and(|loaded| loaded.inventory.cloud.is_some() || !loaded.inventory.bmcs.is_empty());
+    if args.stage != Stage::Ssh && saved.is_none() && (has_api || args.stage == Stage::Api) {
+        let status = api_stage(args, &blueprint, inventory.as_deref())?;
+        if args.stage == Stage::Api || status == Status::Error {
+            return Ok(status);
+        }
+    }
+    // Loaded (again) after the API stage: the inventory now includes the hosts of
+    // the instances it ran.
     let Some(inputs) = load_checked(&blueprint, inventory.as_deref(), output) else {
         return Ok(Status::Error);
     };
@@ -88,6 +126,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             Some(session)
         };
         let options = RunOptions::from(&args.apply);
+        let api = ApiInputs { inventory: &inventory.inventory, firmware: &compiled.firmware };
         let result = plan_and_apply(
             &options,
             &compiled.graph,
@@ -96,6 +135,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             plan_inputs,
             saved.as_ref(),
             state_path.as_deref(),
+            Some(&api),
         )
         .await;
         if let Some(session) = locked
@@ -131,8 +171,94 @@ impl From<&ApplyArgs> for RunOptions {
     }
 }
 
+/// The API stage: observe BMCs and the cloud, plan their changes only, show, ask,
+/// apply in graph order, record them in the state. `Status::Clean` when nothing
+/// needed changing or everything applied.
+fn api_stage(args: &Args, blueprint: &Path, inventory: Option<&Path>) -> anyhow::Result<Status> {
+    let output = args.apply.output;
+    let Some(inputs) = load_checked(blueprint, inventory, output) else {
+        return Ok(Status::Error);
+    };
+    let loaded = live::require_inventory(&inputs)?;
+    let renderer = match &args.templates {
+        Some(dir) => Renderer::with_overrides(dir)?,
+        None => Renderer::embedded()?,
+    };
+    let compiled = match compile(&inputs.blueprint, Some(loaded), &renderer) {
+        Ok(compiled) => compiled,
+        Err(diagnostics) => {
+            print_diagnostics(&diagnostics, output);
+            return Ok(Status::Error);
+        }
+    };
+    if deploy::api::items(&compiled.graph).is_empty() {
+        return Ok(Status::Clean);
+    }
+    let plan_inputs = live::plan_inputs(&inputs, &compiled);
+    let cluster = compiled.model.name.clone();
+    let inventory_path = inventory.unwrap_or(Path::new("inventory.yaml"));
+    let state_path = live::state_path(args.apply.state.as_ref(), &inputs);
+    live::runtime()?.block_on(async {
+        let (plan, unreachable) = live::api_plan(&compiled, loaded, plan_inputs).await;
+        if output == OutputFormat::Text {
+            eprintln!("API stage (BMCs and cloud):");
+            emit(&plan::render::text(&plan));
+        }
+        for warning in &plan.warnings {
+            eprintln!("warning: {warning}");
+        }
+        if !unreachable.is_empty() {
+            for (target, reason) in &unreachable {
+                eprintln!("error: cannot read `{target}` through its API: {reason}");
+            }
+            return Ok(Status::Error);
+        }
+        if args.apply.dry_run {
+            if output == OutputFormat::Json {
+                emit(&format!("{}\n", plan::render::json(&plan)?));
+            }
+            return Ok(if plan.summary.has_changes() { Status::Changes } else { Status::Clean });
+        }
+        let previous = match &state_path {
+            Some(path) => State::load(path, &cluster)?,
+            None => State::empty(&cluster),
+        };
+        let report = if plan.summary.has_changes() {
+            if !args.apply.yes && !confirm()? {
+                eprintln!("deploy cancelled; nothing was changed");
+                return Ok(Status::Error);
+            }
+            deploy::api::apply(
+                &compiled.graph,
+                &plan,
+                &loaded.inventory,
+                inventory_path,
+                Path::new("."),
+                args.apply.ssh.parallel,
+            )
+            .await
+        } else {
+            // Nothing to change: still record where the instances are.
+            deploy::api::apply(&compiled.graph, &plan, &loaded.inventory, inventory_path, Path::new("."), 1).await
+        };
+        save_state(state_path.as_deref(), deploy::api::record(previous, &compiled.graph, &plan, &report))?;
+        if plan.summary.has_changes() {
+            match output {
+                OutputFormat::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&report)?)),
+                OutputFormat::Text => emit(&outcome_table(&report)),
+            }
+        } else {
+            eprintln!("API stage: nothing to do");
+        }
+        Ok(if report.is_success() { Status::Clean } else { Status::Error })
+    })
+}
+
 /// Observes, plans, asks, applies and records: the part of a deploy after inputs
-/// are compiled and the lock is held.
+/// are compiled and the lock is held. `api` names the inventory whose BMCs and cloud
+/// are observed for the plan (none for `push`); API changes are applied by the API
+/// stage, not here.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn plan_and_apply(
     args: &RunOptions,
     graph: &crate::graph::ResourceGraph,
@@ -141,9 +267,26 @@ pub(crate) async fn plan_and_apply(
     plan_inputs: plan::diff::PlanInputs,
     saved: Option<&Plan>,
     state_path: Option<&Path>,
+    api: Option<&ApiInputs<'_>>,
 ) -> anyhow::Result<Status> {
-    let live = live::live_plan(graph, pool, plan_inputs, args.parallel).await;
+    let no_firmware = BTreeMap::new();
+    let (observation, firmware) = match api {
+        Some(api) => (deploy::api::observe(graph, api.inventory, cluster, Path::new(".")).await, api.firmware),
+        None => (deploy::api::ApiObservation::default(), &no_firmware),
+    };
+    let live = deploy::live_plan(graph, pool, plan_inputs, args.parallel, &observation, firmware).await;
     let plan = live.plan;
+    let api_pending = plan
+        .changes
+        .iter()
+        .filter(|change| change.action != Action::NoOp)
+        .filter(|change| deploy::api::is_api_kind(&change.kind))
+        .count();
+    if api_pending > 0 {
+        eprintln!(
+            "warning: {api_pending} BMC or cloud change(s) pending: they are applied by `toolkit deploy --stage api`, not by the SSH stage"
+        );
+    }
     if let Some(saved) = saved {
         refuse_stale(saved, &plan)?;
     }
@@ -244,10 +387,16 @@ fn refuse_stale(saved: &Plan, now: &Plan) -> anyhow::Result<()> {
 }
 
 fn confirm() -> anyhow::Result<bool> {
+    confirm_with("Apply these changes? Only `yes` is accepted: ")
+}
+
+/// Asks `question` on the terminal; only `yes` agrees. Off a terminal it is an error
+/// that names `--yes`.
+pub(crate) fn confirm_with(question: &str) -> anyhow::Result<bool> {
     if !std::io::stdin().is_terminal() {
-        bail!("not on a terminal: pass `--yes` to apply without asking");
+        bail!("not on a terminal: pass `--yes` to go ahead without asking");
     }
-    eprint!("Apply these changes? Only `yes` is accepted: ");
+    eprint!("{question}");
     let mut answer = String::new();
     std::io::stdin().read_line(&mut answer)?;
     Ok(answer.trim() == "yes")
@@ -260,7 +409,7 @@ fn save_state(path: Option<&Path>, mut state: State) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A progress bar on a terminal; plain lines for failures otherwise.
+/// A progress bar on a terminal; otherwise a line per changed or failed resource.
 fn progress(total: usize) -> (tokio::sync::mpsc::UnboundedSender<apply::ResourceOutcome>, tokio::task::JoinHandle<()>) {
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<apply::ResourceOutcome>();
     let interactive = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
@@ -277,8 +426,14 @@ fn progress(total: usize) -> (tokio::sync::mpsc::UnboundedSender<apply::Resource
         while let Some(event) = receiver.recv().await {
             bar.inc(1);
             bar.set_message(event.target.clone());
-            if let Outcome::Failed { error } = &event.outcome {
-                bar.suspend(|| eprintln!("failed: {} on {}: {error}", event.id, event.target));
+            match &event.outcome {
+                Outcome::Failed { error } => {
+                    bar.suspend(|| eprintln!("failed: {} on {}: {error}", event.id, event.target));
+                }
+                // Without a terminal (CI, a log file) each change is a line, as Terraform
+                // and Ansible print them: the log shows how far a deploy got.
+                Outcome::Changed if !interactive => eprintln!("changed: {}", event.id),
+                _ => {}
             }
         }
         bar.finish_and_clear();
@@ -375,6 +530,7 @@ mod tests {
                 diff: None,
                 secret: false,
             }],
+            warnings: Vec::new(),
         }
     }
 

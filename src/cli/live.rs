@@ -1,14 +1,13 @@
 //! What `plan` (live), `deploy` and `unlock` share: the SSH pool from the
 //! inventory, the async runtime, and the live plan.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 
 use crate::cli::Inputs;
 use crate::compile::{Compiled, text_sha256};
 use crate::deploy::{self, LivePlan};
-use crate::graph::ResourceGraph;
 use crate::inventory::LoadedInventory;
 use crate::plan::diff::PlanInputs;
 use crate::transport::ssh::{SshOptions, SshPool};
@@ -86,9 +85,29 @@ pub(crate) fn plan_inputs(inputs: &Inputs, compiled: &Compiled) -> PlanInputs {
     }
 }
 
-/// Observes and plans; every target must be in the inventory.
-pub(crate) async fn live_plan(graph: &ResourceGraph, pool: &SshPool, inputs: PlanInputs, parallel: usize) -> LivePlan {
-    deploy::live_plan(graph, pool, inputs, parallel).await
+/// Observes (BMCs and cloud through their APIs, hosts over SSH) and plans; every
+/// SSH target must be in the inventory.
+pub(crate) async fn live_plan(
+    compiled: &Compiled,
+    inventory: &LoadedInventory,
+    pool: &SshPool,
+    inputs: PlanInputs,
+    parallel: usize,
+) -> LivePlan {
+    let api = deploy::api::observe(&compiled.graph, &inventory.inventory, &inputs.cluster, Path::new(".")).await;
+    deploy::live_plan(&compiled.graph, pool, inputs, parallel, &api, &compiled.firmware).await
+}
+
+/// The API stage's plan (BMCs and cloud only) and the API targets that could not be read.
+pub(crate) async fn api_plan(
+    compiled: &Compiled,
+    inventory: &LoadedInventory,
+    inputs: PlanInputs,
+) -> (crate::plan::Plan, std::collections::BTreeMap<String, String>) {
+    let observation =
+        deploy::api::observe(&compiled.graph, &inventory.inventory, &inputs.cluster, Path::new(".")).await;
+    let plan = deploy::api::plan(&compiled.graph, &observation, &compiled.firmware, inputs);
+    (plan, observation.unreachable)
 }
 
 /// The state file: `--state`, else the inventory's `state_file`.

@@ -3,6 +3,7 @@
 //! or all passed, 2 changes pending or tests failed, 1 error.
 
 mod deploy;
+mod destroy;
 mod lab;
 mod lint;
 mod live;
@@ -46,6 +47,8 @@ pub enum Command {
     Plan(plan::Args),
     /// Plan against the hosts, ask, apply in graph order, record the state.
     Deploy(deploy::Args),
+    /// Terminate the cloud instances the cluster owns (by tag), and only them.
+    Destroy(destroy::Args),
     /// Remove the cluster lock left by a deploy that died.
     Unlock(unlock::Args),
     /// Push a manifest of files, directories, packages, services and commands to hosts.
@@ -101,6 +104,7 @@ pub fn run() -> ExitCode {
         Command::Topology(args) => topology::run(&args),
         Command::Plan(args) => plan::run(&args),
         Command::Deploy(args) => deploy::run(&args),
+        Command::Destroy(args) => destroy::run(&args),
         Command::Unlock(args) => unlock::run(&args),
         Command::Push(args) => push::run(&args),
         Command::Lab(args) => lab::run(&args),

@@ -28,6 +28,9 @@ pub struct Args {
     /// Templates that override the built-in ones (same names as under `templates/`).
     #[arg(long)]
     templates: Option<PathBuf>,
+    /// `api`: plan the BMC and cloud objects only, read through their APIs (no SSH).
+    #[arg(long, value_enum, default_value_t)]
+    stage: crate::cli::deploy::Stage,
     #[command(flatten)]
     ssh: SshArgs,
 }
@@ -49,7 +52,17 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         }
     };
     let plan_inputs = live::plan_inputs(&inputs, &compiled);
-    let mut plan = if args.offline {
+    let mut plan = if args.stage == crate::cli::deploy::Stage::Api && !args.offline {
+        let inventory = live::require_inventory(&inputs)?;
+        let (plan, unreachable) = live::runtime()?.block_on(live::api_plan(&compiled, inventory, plan_inputs));
+        if !unreachable.is_empty() {
+            for (target, reason) in &unreachable {
+                eprintln!("error: cannot read `{target}` through its API: {reason}");
+            }
+            return Ok(Status::Error);
+        }
+        plan
+    } else if args.offline {
         let state = match live::state_path(args.state.as_ref(), &inputs) {
             Some(path) => State::load(&path, &compiled.model.name)?,
             None => State::empty(&compiled.model.name),
@@ -59,7 +72,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         let inventory = live::require_inventory(&inputs)?;
         let pool = live::pool(inventory, &args.ssh)?;
         let live_plan = live::runtime()?.block_on(async {
-            let live_plan = live::live_plan(&compiled.graph, &pool, plan_inputs, args.ssh.parallel).await;
+            let live_plan = live::live_plan(&compiled, inventory, &pool, plan_inputs, args.ssh.parallel).await;
             pool.close_all().await;
             live_plan
         });
@@ -83,6 +96,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             plan::state::write_atomic(&out.join("plan.json"), json.as_bytes())?;
             eprintln!("wrote {written} rendered files and plan.json under {}", out.display());
         }
+    }
+    for warning in &plan.warnings {
+        eprintln!("warning: {warning}");
     }
     match output {
         OutputFormat::Json => emit(&format!("{}\n", plan::render::json(&plan)?)),

@@ -232,6 +232,26 @@ impl Instance {
 }
 
 #[derive(Debug, Default, Deserialize)]
+struct PlacementGroupItem {
+    #[serde(rename = "groupName", default)]
+    name: String,
+    #[serde(default)]
+    state: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct PlacementGroupSet {
+    #[serde(rename = "item", default)]
+    items: Vec<PlacementGroupItem>,
+}
+
+#[derive(Debug, Deserialize)]
+struct DescribePlacementGroupsResponse {
+    #[serde(rename = "placementGroupSet", default)]
+    groups: PlacementGroupSet,
+}
+
+#[derive(Debug, Default, Deserialize)]
 struct InstanceSet {
     #[serde(rename = "item", default)]
     items: Vec<Instance>,
@@ -409,6 +429,47 @@ impl Ec2 {
         Ok(instances.into_iter().filter(|instance| owned_by(instance, cluster) && !instance.is_terminated()).collect())
     }
 
+    /// Whether a placement group of this name exists (AWS answers an unknown name in
+    /// a `group-name` filter with an empty set).
+    ///
+    /// # Errors
+    /// See [`CloudError`].
+    pub async fn placement_group_exists(&self, name: &str) -> Result<bool, CloudError> {
+        let params = filter_params(&[Filter::new("group-name", name)]);
+        let xml = self.query.call("DescribePlacementGroups", &params).await?;
+        let response: DescribePlacementGroupsResponse = self.query.decode("DescribePlacementGroups", &xml)?;
+        Ok(response.groups.items.iter().any(|group| group.name == name && group.state != "deleted"))
+    }
+
+    /// Polls until every instance in `ids` is `running`, and returns them as then
+    /// described (with their addresses).
+    ///
+    /// # Errors
+    /// [`CloudError::Timeout`] after `timeout`, or see [`CloudError`].
+    pub async fn wait_running(
+        &self,
+        ids: &[String],
+        timeout: std::time::Duration,
+        poll: std::time::Duration,
+    ) -> Result<Vec<Instance>, CloudError> {
+        let started = std::time::Instant::now();
+        loop {
+            let filters = [Filter { name: "instance-id".to_owned(), values: ids.to_vec() }];
+            let instances = self.describe_instances(&filters).await?;
+            let running = instances.iter().filter(|instance| instance.state.name == "running").count();
+            if running == ids.len() {
+                return Ok(instances);
+            }
+            if started.elapsed() >= timeout {
+                return Err(CloudError::Timeout {
+                    what: format!("{} of {} instance(s) running", running, ids.len()),
+                    waited: started.elapsed(),
+                });
+            }
+            tokio::time::sleep(poll).await;
+        }
+    }
+
     /// Terminates this cluster's instances and only them; returns their ids.
     ///
     /// # Errors
@@ -418,11 +479,19 @@ impl Ec2 {
         if ids.is_empty() {
             return Ok(ids);
         }
+        tracing::info!(cluster, count = ids.len(), "terminate instances");
+        self.terminate_instances(&ids).await?;
+        Ok(ids)
+    }
+
+    /// Terminates the instances `ids` (callers check ownership first).
+    ///
+    /// # Errors
+    /// See [`CloudError`].
+    pub async fn terminate_instances(&self, ids: &[String]) -> Result<(), CloudError> {
         let params: Vec<(String, String)> =
             ids.iter().enumerate().map(|(index, id)| param(&format!("InstanceId.{}", index + 1), id)).collect();
-        tracing::info!(cluster, count = ids.len(), "terminate instances");
-        self.query.call("TerminateInstances", &params).await?;
-        Ok(ids)
+        self.query.call("TerminateInstances", &params).await.map(|_| ())
     }
 }
 
@@ -547,6 +616,7 @@ pub fn instances_to_inventory(instances: &[Instance]) -> Inventory {
         bmcs: BTreeMap::new(),
         secrets: crate::inventory::schema::Secrets::default(),
         state_file: None,
+        cloud: None,
     }
 }
 
@@ -645,5 +715,26 @@ mod tests {
         assert_eq!(host.address, "10.0.0.5");
         assert_eq!(host.rail_macs.get(&0).map(String::as_str), Some("02:00:00:00:00:01"));
         assert_eq!(host.rail_macs.get(&1).map(String::as_str), Some("02:00:00:00:00:02"));
+    }
+
+    #[test]
+    fn placement_groups_are_read_from_the_describe_answer() {
+        // As AWS documents the DescribePlacementGroups response.
+        let xml = r#"<DescribePlacementGroupsResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
+  <requestId>d4904fd9-82c2-4ea5-adfe-a9cc3EXAMPLE</requestId>
+  <placementGroupSet>
+    <item><groupName>gpu-pg</groupName><strategy>cluster</strategy><state>available</state></item>
+    <item><groupName>old</groupName><strategy>cluster</strategy><state>deleted</state></item>
+  </placementGroupSet>
+</DescribePlacementGroupsResponse>"#;
+        let response: DescribePlacementGroupsResponse = quick_xml::de::from_str(xml).expect("decodes");
+        let names: Vec<(&str, &str)> =
+            response.groups.items.iter().map(|group| (group.name.as_str(), group.state.as_str())).collect();
+        assert_eq!(names, [("gpu-pg", "available"), ("old", "deleted")]);
+        let empty: DescribePlacementGroupsResponse = quick_xml::de::from_str(
+            "<DescribePlacementGroupsResponse><placementGroupSet/></DescribePlacementGroupsResponse>",
+        )
+        .expect("decodes an empty set");
+        assert!(empty.groups.items.is_empty());
     }
 }

@@ -66,6 +66,14 @@ pub enum CloudError {
         /// AWS's message.
         message: String,
     },
+    /// A wait ended before the cloud reached the state.
+    #[error("timed out after {waited:?} waiting for {what}")]
+    Timeout {
+        /// What was awaited.
+        what: String,
+        /// How long.
+        waited: std::time::Duration,
+    },
     /// The answer is not the XML expected.
     #[error("{service} `{action}`: unexpected answer: {reason}")]
     Decode {

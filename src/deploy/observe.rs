@@ -1,7 +1,8 @@
 //! Observe: read the targets' facts and express them as a state, so the same pure
 //! diff that compares against the last deploy's state file compares against reality.
 //!
-//! Stage: observe. Input: the resource graph and a connector. Output:
+//! Stage: observe. Input: the resource graph (its SSH resources: API objects are
+//! read by [`super::api`]) and a connector. Output:
 //! [`Observation`]: fingerprints in the format of [`Desired::fingerprint`], the old
 //! text of changed non-secret files (for diffs), and the hosts that could not be read.
 
@@ -33,10 +34,14 @@ pub async fn observe<C: Connector>(
     connector: &C,
     cluster: &str,
     parallel: usize,
+    skip: &std::collections::BTreeSet<String>,
 ) -> Observation {
     let mut by_host: BTreeMap<&str, Vec<&Resource>> = BTreeMap::new();
-    for resource in &graph.resources {
-        by_host.entry(resource.target.name.as_str()).or_default().push(resource);
+    // API objects are observed through their APIs; hosts not up yet are not read.
+    for resource in graph.resources.iter().filter(|r| !matches!(r.desired, Desired::Api(_))) {
+        if !skip.contains(&resource.target.name) {
+            by_host.entry(resource.target.name.as_str()).or_default().push(resource);
+        }
     }
     let results: Vec<(String, Result<HostState, String>)> = futures::stream::iter(by_host)
         .map(|(host, resources)| async move {
@@ -139,7 +144,7 @@ fn fingerprint(desired: &Desired, facts: &HostFacts) -> Option<String> {
             let running = fact.active == service::ActiveState::Active;
             Some(format!("service enabled:{enabled} running:{running}"))
         }
-        Desired::Command { .. } => None,
+        Desired::Command { .. } | Desired::Api(_) => None,
     }
 }
 

@@ -68,6 +68,7 @@ mod tests {
                 slurmdbd_password: Some(SecretRef::Env("NOT_GENERATED".into())),
             },
             state_file: None,
+            cloud: None,
         };
         let first = ensure(&inventory, dir.path()).expect("generates");
         assert_eq!(first.0.len(), 1);

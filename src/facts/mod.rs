@@ -126,7 +126,7 @@ pub async fn gather<E: Executor>(executor: &E, resources: &[&Resource]) -> Resul
             Desired::File { path, .. } | Desired::Directory { path, .. } => paths.push(path.clone()),
             Desired::Package { name } => packages.push(name.clone()),
             Desired::Service { name, .. } => units.push(name.clone()),
-            Desired::Command { .. } => {}
+            Desired::Command { .. } | Desired::Api(_) => {}
         }
     }
     let files = async { if paths.is_empty() { Ok(Vec::new()) } else { file::probe(executor, &paths).await } };

@@ -39,6 +39,75 @@ pub struct Inventory {
     /// Where the offline state of the last deploy is kept.
     #[serde(default)]
     pub state_file: Option<PathBuf>,
+    /// Nodes run as cloud instances instead of listed under `hosts`.
+    #[serde(default)]
+    pub cloud: Option<Cloud>,
+}
+
+/// Cloud provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CloudProvider {
+    /// Amazon EC2.
+    Aws,
+}
+
+/// Nodes of some node groups as cloud instances: one per node, in a placement group,
+/// one network interface on the management subnet and one per rail. `toolkit deploy`
+/// (API stage) runs them and writes their addresses to `hosts_file`, which this
+/// inventory then includes as `hosts`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Cloud {
+    /// Provider; only `aws`.
+    pub provider: CloudProvider,
+    /// Region (`us-east-1`).
+    #[serde(default)]
+    pub region: Option<String>,
+    /// API endpoint instead of the region's (an AWS-compatible endpoint, a test server).
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// Access key id, by reference.
+    pub access_key_id: SecretRef,
+    /// Secret access key, by reference.
+    pub secret_access_key: SecretRef,
+    /// Default image (AMI) for every group.
+    #[serde(default)]
+    pub image_id: Option<String>,
+    /// SSH key pair name given to instances.
+    #[serde(default)]
+    pub key_name: Option<String>,
+    /// Cluster placement group holding every instance (created when missing).
+    #[serde(default)]
+    pub placement_group: Option<String>,
+    /// Subnet of the management interface (device 0): the address the SSH stage uses.
+    pub management_subnet: String,
+    /// One subnet per rail, rail 0 first; each node gets one interface per rail.
+    #[serde(default)]
+    pub rail_subnets: Vec<String>,
+    /// Security groups of every interface.
+    #[serde(default)]
+    pub security_groups: Vec<String>,
+    /// Rail interfaces are Elastic Fabric Adapters, one per network card (p4d, p5).
+    #[serde(default)]
+    pub efa: bool,
+    /// Instance settings by blueprint node group; only these groups run in the cloud.
+    pub node_groups: BTreeMap<String, CloudGroup>,
+    /// Where deploy writes the instances' addresses (an inventory `hosts` map);
+    /// default: `<inventory file stem>.cloud-hosts.yaml` beside the inventory.
+    #[serde(default)]
+    pub hosts_file: Option<PathBuf>,
+}
+
+/// Instance settings of one node group.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CloudGroup {
+    /// Instance type (`p5.48xlarge`).
+    pub instance_type: String,
+    /// Image for this group instead of the cloud's `image_id`.
+    #[serde(default)]
+    pub image_id: Option<String>,
 }
 
 /// SSH connection settings; every field optional so hosts inherit `defaults`.
@@ -73,32 +142,32 @@ pub struct Host {
     /// Management address (IP or DNS name).
     pub address: String,
     /// SSH port.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
     /// SSH user.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
     /// Run commands through sudo.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[serde(rename = "become")]
     pub sudo: Option<bool>,
     /// Private key file.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity_file: Option<PathBuf>,
     /// Bastion name from `bastions`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy_jump: Option<String>,
     /// Rail NIC MAC addresses by rail. Deploy names each NIC after its rail
     /// (`rail0`…) by this MAC, where the OS has not named it so already.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rail_macs: BTreeMap<u32, String>,
     /// No GPUs here (a lab or CI container): deploy creates the character devices
     /// `/dev/nvidia0…` (major 195) that Slurm's `gres.conf` names, so slurmd starts.
     /// Never set it on a machine with NVIDIA GPUs.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fake_gpu_devices: bool,
     /// Host variables for `toolkit push` manifests (`{{ name }}` in templates and paths).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub vars: BTreeMap<String, String>,
 }
 

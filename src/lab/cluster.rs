@@ -12,14 +12,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Write as _};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ipnet::Ipv4Net;
 use serde::Serialize;
 
-use super::docker::ContainerInfo;
+use super::docker::{ContainerInfo, NetworkInfo};
 use super::layout::{Container, LABEL, Layout, NetworkKind};
 use super::{Docker, LabError, image, keys};
 use crate::inventory::Inventory;
@@ -110,6 +110,7 @@ pub fn up(docker: &Docker, layout: &Layout, paths: &Paths, progress: &dyn Fn(&st
     let cgroup = docker.cgroup_version()?;
     check_inotify(docker, layout)?;
     let networks_created = ensure_networks(docker, layout, progress)?;
+    forward_lldp(docker, layout, progress)?;
     let prepared = Prepared { image, cgroup, public_key };
 
     let mut outcomes = Vec::with_capacity(layout.containers.len());
@@ -324,6 +325,53 @@ fn ensure_networks(docker: &Docker, layout: &Layout, progress: &dyn Fn(&str)) ->
         created.push(network.name.clone());
     }
     Ok(created)
+}
+
+/// IEEE 802.1AB: LLDP frames go to 01:80:c2:00:00:0e, a group address bridges must
+/// not forward; a real cable has no bridge in it. Bit 14 of a Linux bridge's
+/// `group_fwd_mask` lets that one group address through, so the fabric networks act
+/// as cables for lldpd and the cabling validator. Needs root on the Docker host:
+/// without it the lab still works, but switches see no LLDP neighbours.
+fn forward_lldp(docker: &Docker, layout: &Layout, progress: &dyn Fn(&str)) -> Result<(), LabError> {
+    let networks = docker.networks()?;
+    for network in layout.networks.iter().filter(|network| network.is_fabric()) {
+        let Some(bridge) = networks.iter().find(|n| n.name == network.name).and_then(NetworkInfo::bridge) else {
+            continue;
+        };
+        let mask = Path::new("/sys/class/net").join(&bridge).join("bridge/group_fwd_mask");
+        let current = std::fs::read_to_string(&mask).ok().and_then(|text| parse_mask(&text));
+        let Some(current) = current else {
+            progress(&format!(
+                "warning: bridge {bridge} of {} is not on this machine: LLDP will not cross it (cabling checks see no neighbours)",
+                network.name
+            ));
+            continue;
+        };
+        if current & LLDP_FWD_BIT != 0 {
+            continue;
+        }
+        if let Err(error) = std::fs::write(&mask, (current | LLDP_FWD_BIT).to_string()) {
+            progress(&format!(
+                "warning: cannot let LLDP cross bridge {bridge} of {} ({error}): run `echo {} | sudo tee {}`",
+                network.name,
+                current | LLDP_FWD_BIT,
+                mask.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The bit of 01:80:c2:00:00:0e (LLDP) in a bridge's `group_fwd_mask`.
+const LLDP_FWD_BIT: u16 = 1 << 0x0e;
+
+/// `group_fwd_mask` as sysfs shows it (`0x0` or decimal, depending on the kernel).
+fn parse_mask(text: &str) -> Option<u16> {
+    let text = text.trim();
+    match text.strip_prefix("0x") {
+        Some(hex) => u16::from_str_radix(hex, 16).ok(),
+        None => text.parse().ok(),
+    }
 }
 
 /// `docker create` arguments for a container, attached to management only (the
@@ -769,6 +817,14 @@ pub fn exec(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bridge_masks_parse_in_both_spellings() {
+        assert_eq!(parse_mask("0x0\n"), Some(0));
+        assert_eq!(parse_mask("0x4000"), Some(LLDP_FWD_BIT));
+        assert_eq!(parse_mask("16384\n"), Some(LLDP_FWD_BIT));
+        assert_eq!(parse_mask("bridge"), None);
+    }
 
     #[test]
     fn ip_link_maps_mac_to_name() {

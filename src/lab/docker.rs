@@ -69,6 +69,9 @@ pub struct Docker {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct NetworkInfo {
+    /// Docker's ID; its first 12 digits name the bridge (`br-…`).
+    #[serde(default)]
+    pub id: String,
     /// Name.
     pub name: String,
     /// Labels.
@@ -115,6 +118,12 @@ impl NetworkInfo {
     #[must_use]
     pub fn label(&self, key: &str) -> Option<&str> {
         self.labels.as_ref()?.get(key).map(String::as_str)
+    }
+
+    /// The Linux bridge Docker made for it (bridge driver, no explicit name).
+    #[must_use]
+    pub fn bridge(&self) -> Option<String> {
+        self.id.get(..12).map(|short| format!("br-{short}"))
     }
 }
 

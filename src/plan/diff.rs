@@ -108,15 +108,7 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
             });
         }
     }
-    let mut summary = Summary::default();
-    for change in &changes {
-        match change.action {
-            Action::Create => summary.create += 1,
-            Action::Update => summary.update += 1,
-            Action::Remove => summary.remove += 1,
-            Action::NoOp => summary.no_op += 1,
-        }
-    }
+    let summary = Summary::of(&changes);
     Plan {
         format_version: PLAN_FORMAT_VERSION,
         toolkit_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -128,6 +120,7 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
         baseline: Baseline::State,
         summary,
         changes,
+        warnings: Vec::new(),
     }
 }
 
@@ -145,6 +138,7 @@ pub fn display_name(resource: &Resource) -> String {
         Desired::File { path, .. } | Desired::Directory { path, .. } => path.clone(),
         Desired::Package { name } | Desired::Service { name, .. } => name.clone(),
         Desired::Command { description, .. } => description.clone(),
+        Desired::Api(item) => item.name(),
     }
 }
 

@@ -91,6 +91,21 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Counts of `changes`.
+    #[must_use]
+    pub fn of(changes: &[Change]) -> Self {
+        let mut summary = Self::default();
+        for change in changes {
+            match change.action {
+                Action::Create => summary.create += 1,
+                Action::Update => summary.update += 1,
+                Action::Remove => summary.remove += 1,
+                Action::NoOp => summary.no_op += 1,
+            }
+        }
+        summary
+    }
+
     /// Whether anything would change.
     #[must_use]
     pub fn has_changes(&self) -> bool {
@@ -134,4 +149,8 @@ pub struct Plan {
     pub summary: Summary,
     /// Every resource, in dependency order.
     pub changes: Vec<Change>,
+    /// Preconditions that do not hold but that toolkit does not change (firmware
+    /// versions other than the hardware profile's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }

@@ -3,6 +3,7 @@
 //!
 //! Stage: plan (output). Input: [`Plan`]. Output: text.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -13,8 +14,20 @@ use tabled::{Table, Tabled};
 use super::{Action, Change, Plan};
 use crate::model::hostlist;
 
-/// Kind, name, action, reason and diff of a change: equal keys fold into one entry.
-type GroupKey<'a> = (&'a str, &'a str, Action, &'a str, Option<&'a str>);
+/// Kind, name, action, reason and detail (a file's diff, an API object's before → after)
+/// of a change: equal keys fold into one entry.
+type GroupKey<'a> = (&'a str, &'a str, Action, &'a str, Option<Cow<'a, str>>);
+
+/// What an entry shows under its line: a file's diff, or an API object's values.
+fn detail(change: &Change) -> Option<Cow<'_, str>> {
+    if let Some(diff) = &change.diff {
+        return Some(Cow::Borrowed(diff));
+    }
+    crate::bmc::resources::is_api_kind(&change.kind).then(|| {
+        let show = |value: &Option<String>| value.clone().unwrap_or_else(|| "(absent)".to_owned());
+        Cow::Owned(format!("{} → {}", show(&change.before), show(&change.after)))
+    })
+}
 
 /// The plan as text: one entry per distinct change, its targets compressed.
 #[must_use]
@@ -24,7 +37,7 @@ pub fn text(plan: &Plan) -> String {
     let mut groups: IndexMap<GroupKey<'_>, Vec<&str>> = IndexMap::new();
     for change in plan.changes.iter().filter(|c| c.action != Action::NoOp) {
         groups
-            .entry((&change.kind, &change.name, change.action, &change.reason, change.diff.as_deref()))
+            .entry((&change.kind, &change.name, change.action, &change.reason, detail(change)))
             .or_default()
             .push(&change.target);
     }
@@ -46,6 +59,12 @@ pub fn text(plan: &Plan) -> String {
                 }
             }
         }
+        out.push('\n');
+    }
+    for warning in &plan.warnings {
+        let _ = writeln!(out, "Warning: {warning}");
+    }
+    if !plan.warnings.is_empty() {
         out.push('\n');
     }
     let s = plan.summary;

@@ -105,7 +105,7 @@ pub(crate) fn file(target: &Target, path: &str, content: Content, mode: u32) -> 
     )
 }
 
-fn service(target: &Target, name: &str, watches: Vec<ResourceId>, on_change: OnChange) -> Resource {
+pub(crate) fn service(target: &Target, name: &str, watches: Vec<ResourceId>, on_change: OnChange) -> Resource {
     let depends = watches.clone();
     Resource::new(
         target.clone(),

@@ -7,8 +7,10 @@
 //! Undefined variables are errors (strict), and templates hold no logic beyond
 //! loops over lists the model prepared.
 
+pub mod api;
 pub mod host;
 pub mod links;
+pub mod lldp;
 pub mod slurm;
 pub mod switch;
 
@@ -149,10 +151,16 @@ pub fn render(
     host::render(model, inventory, renderer, &mut resources)?;
     slurm::render(model, inventory, renderer, secrets, &mut resources)?;
     switch::render(model, inventory, renderer, &mut resources)?;
+    lldp::render(model, inventory, renderer, &mut resources)?;
     Ok(resources)
 }
 
 /// Every embedded template as `(name, text)`: name is its path under `templates/`.
 pub fn embedded() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
-    host::TEMPLATES.iter().chain(links::TEMPLATES).chain(slurm::TEMPLATES).chain(switch::TEMPLATES)
+    host::TEMPLATES
+        .iter()
+        .chain(links::TEMPLATES)
+        .chain(slurm::TEMPLATES)
+        .chain(switch::TEMPLATES)
+        .chain(lldp::TEMPLATES)
 }

@@ -727,7 +727,7 @@ mod tests {
                     format!("watches [{}]", watches.iter().map(ResourceId::as_str).collect::<Vec<_>>().join(", "))
                 }
                 Desired::Command { argv, unless, .. } => format!("{argv:?} unless {unless:?}"),
-                Desired::Package { .. } | Desired::Directory { .. } => String::new(),
+                Desired::Package { .. } | Desired::Directory { .. } | Desired::Api(_) => String::new(),
             };
             let after = resource.depends_on.iter().map(ResourceId::as_str).collect::<Vec<_>>().join(", ");
             let _ = writeln!(text, "{} {what}\n    after [{after}]", resource.id);

@@ -188,7 +188,8 @@ fn render_ethernet(
                     };
                     namer.render(&switch_target(&switch.name), &links, out)?
                 };
-                render_frr(&view, shared, ports_named, renderer, out)?;
+                let sessions = model.fabric.links.iter().filter(|l| l.lower == index || l.upper == index).count();
+                render_frr(&view, shared, ports_named, sessions, renderer, out)?;
             }
             SwitchOs::CumulusNvue => {
                 if inventory.and_then(|i| i.switches.get(&switch.name)).is_some_and(|s| !s.port_macs.is_empty()) {
@@ -361,11 +362,13 @@ fn port_links(inventory: Option<&Inventory>, name: &str) -> Result<Vec<LinkName>
     switch.port_macs.iter().map(|(port, mac)| LinkName::new(&owner, mac, port)).collect()
 }
 
-/// `named`: the command after which the switch's ports carry the names frr.conf uses.
+/// `named`: the command after which the switch's ports carry the names frr.conf uses;
+/// `sessions`: the BGP sessions the switch must have (one per switch-to-switch cable).
 fn render_frr(
     view: &SwitchView<'_>,
     shared: &FrrShared,
     named: Option<ResourceId>,
+    sessions: usize,
     renderer: &Renderer,
     out: &mut Vec<Resource>,
 ) -> Result<(), RenderError> {
@@ -404,8 +407,66 @@ fn render_frr(
         },
     )
     .after([daemons.id.clone(), conf.id.clone(), tools.id.clone(), sysctl_apply.id.clone()]);
-    out.extend([frr, tools, daemons, conf, sysctl, sysctl_apply, service]);
+    let verify = bgp_verify(&target, sessions).after([service.id.clone()]);
+    out.extend([frr, tools, daemons, conf, sysctl, sysctl_apply, service, verify]);
     Ok(())
+}
+
+/// Name of the command that proves a switch's BGP sessions are up.
+pub const BGP_VERIFY: &str = "bgp-established";
+/// How long deploy waits for sessions after FRR (re)loads: BGP unnumbered needs IPv6
+/// router advertisements first, then the datacenter profile's 3 s timers.
+const BGP_VERIFY_SECONDS: u32 = 90;
+
+/// Reads `show bgp summary json` on stdin; exits 1, saying which sessions are not
+/// Established, unless at least `argv[1]` are. Python because FRR's reload tooling
+/// (frr-pythontools, installed with FRR) already needs it; no single quotes, as it
+/// travels inside a shell's single-quoted string.
+const BGP_CHECK: &str = r#"import json, sys
+want = int(sys.argv[1])
+peers = {}
+for family in json.load(sys.stdin).values():
+    if isinstance(family, dict):
+        peers.update(family.get("peers", {}))
+down = sorted(name + " " + str(peer.get("state")) for name, peer in peers.items() if peer.get("state") != "Established")
+up = len(peers) - len(down)
+if down or up < want:
+    problems = ["not Established: " + ", ".join(down)] if down else []
+    if len(peers) < want:
+        problems.append("%d planned session(s) not configured" % (want - len(peers)))
+    print("%d of %d BGP sessions Established; %s" % (up, want, "; ".join(problems)))
+    sys.exit(1)
+"#;
+
+/// The check as a shell pipeline, the expected count in `$1`.
+fn bgp_check_pipeline() -> String {
+    format!("vtysh -c 'show bgp summary json' | python3 -c '{BGP_CHECK}' \"$1\"")
+}
+
+/// A config accepted by FRR is not yet a working fabric: after the reload, deploy
+/// waits until every session is Established (failing with the ones that are not),
+/// and a later plan shows this step again whenever a session is down.
+fn bgp_verify(target: &Target, sessions: usize) -> Resource {
+    let check = bgp_check_pipeline();
+    let wait = format!(
+        "waited=0; until out=$({check}); do waited=$((waited + 2)); \
+         if [ \"$waited\" -gt \"$2\" ]; then echo \"$out\" >&2; exit 1; fi; sleep 2; done"
+    );
+    let count = sessions.to_string();
+    Resource::new(
+        target.clone(),
+        BGP_VERIFY,
+        Desired::Command {
+            argv: ["sh", "-c", &wait, "toolkit-bgp-verify", &count, &BGP_VERIFY_SECONDS.to_string()]
+                .map(str::to_owned)
+                .to_vec(),
+            creates: None,
+            unless: Some(
+                ["sh", "-c", &format!("{check} >/dev/null"), "toolkit-bgp-check", &count].map(str::to_owned).to_vec(),
+            ),
+            description: format!("wait until the switch's {sessions} BGP session(s) are Established"),
+        },
+    )
 }
 
 /// RoCE QoS as NVUE needs it: the defaults of `nv set qos roce` plus the remapping
@@ -637,6 +698,62 @@ mod tests {
 
     fn qos(mode: RoceMode, priority: Option<u8>, dscp: u8, cnp_dscp: u8) -> RoceQos {
         RoceQos { mode, pfc_priority: priority, ecn: true, dscp, cnp_dscp }
+    }
+
+    /// The guard through a real `sh` and `python3`, with a `vtysh` on PATH that prints
+    /// FRR 8.4.4's recorded summary (2 sessions Established, 1 Idle).
+    fn bgp_guard(expected: usize, all_up: bool) -> std::process::Output {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let recorded = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/parsers/frr_8.4.4_show_bgp_summary_json_leaf_2up_1idle.json"
+        );
+        let mut summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(recorded).expect("fixture")).expect("JSON");
+        if all_up {
+            for peer in summary["ipv4Unicast"]["peers"].as_object_mut().expect("peers").values_mut() {
+                peer["state"] = "Established".into();
+            }
+        }
+        let answer = dir.path().join("summary.json");
+        std::fs::write(&answer, summary.to_string()).expect("write");
+        let vtysh = dir.path().join("vtysh");
+        std::fs::write(&vtysh, format!("#!/bin/sh\ncat {}\n", answer.display())).expect("write");
+        std::fs::set_permissions(&vtysh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+        let target = Target { name: "leaf0".to_owned(), kind: TargetKind::Switch };
+        let Desired::Command { unless: Some(argv), .. } = bgp_verify(&target, expected).desired else {
+            panic!("a guarded command")
+        };
+        let path = format!("{}:{}", dir.path().display(), std::env::var("PATH").unwrap_or_default());
+        let check = argv.iter().map(|word| word.replace(" >/dev/null", "")).collect::<Vec<_>>();
+        std::process::Command::new(&check[0]).args(&check[1..]).env("PATH", path).output().expect("sh runs")
+    }
+
+    #[test]
+    fn bgp_guard_passes_only_when_enough_sessions_are_established() {
+        if std::process::Command::new("python3").arg("--version").output().is_err() {
+            assert!(std::env::var_os("TOOLKIT_REQUIRE_TOOLS").is_none(), "python3 is missing");
+            return;
+        }
+        // As recorded: the Idle session fails it, whatever the count asked.
+        for expected in [2, 3] {
+            let run = bgp_guard(expected, false);
+            let said = String::from_utf8_lossy(&run.stdout);
+            assert!(!run.status.success(), "{said}");
+            assert!(
+                said.starts_with(&format!("2 of {expected} BGP sessions Established; not Established: ")),
+                "{said}"
+            );
+            assert!(said.contains(" Idle"), "names the Idle session: {said}");
+        }
+        // The same switch with that session up passes for 3, not for 4 planned cables.
+        assert!(bgp_guard(3, true).status.success());
+        let four = bgp_guard(4, true);
+        assert!(!four.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&four.stdout),
+            "3 of 4 BGP sessions Established; 1 planned session(s) not configured\n"
+        );
     }
 
     #[test]

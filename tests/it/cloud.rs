@@ -183,6 +183,9 @@ async fn runs_a_tagged_cluster_with_rail_interfaces_and_terminates_only_it() {
         instance_type: "p5.48xlarge".to_owned(),
         image_id: IMAGE.to_owned(),
         present,
+        key_name: None,
+        interfaces: Vec::new(),
+        placement_group: None,
     };
     let desired = [want("gpu01", true), want("gpu02", false), want("gpu03", true)];
     let changes = diff(&desired, &observe_cloud(&ec2, "c1", &desired).await.expect("observes"));
@@ -200,4 +203,264 @@ async fn runs_a_tagged_cluster_with_rail_interfaces_and_terminates_only_it() {
         assert!(!instance.is_terminated(), "{id} was not ours and must survive: {}", instance.state.name);
     }
     assert_eq!(ec2.terminate_cluster("c1").await.expect("idempotent"), Vec::<String>::new());
+}
+
+/// A cluster of one head and two GPU nodes, every group in the cloud.
+const CLOUD_BLUEPRINT: &str = r#"version: 1
+cluster:
+  name: cloudy
+node_groups:
+  - name: head
+    count: 1
+    hostname: head
+    roles: [controller, database, login]
+  - name: gpu
+    count: 2
+    hostname: "gpu{index:02}"
+    roles: [compute]
+    gpu: { model: h100, count: 2 }
+    rail_nics: { count: 2, speed_gbps: 400, link_layer: ethernet }
+fabric:
+  compute:
+    kind: roce
+    rails: 2
+    link_speed_gbps: 400
+    switch: { model: frr-container, radix: 32 }
+    oversubscription: "1:1"
+    roce: { mode: lossless, pfc_priority: 3, ecn: true }
+    addressing:
+      rail_pool: 10.200.0.0/16
+      loopback_pool: 10.255.0.0/24
+  management:
+    inband: { subnet: 10.10.0.0/24 }
+scheduler:
+  kind: slurm
+  slurm:
+    partitions:
+      - { name: gpu, groups: [gpu], default: true }
+"#;
+
+const ACCESS_VARIABLE: &str = "TOOLKIT_TEST_CLOUD_ACCESS_KEY";
+const SECRET_VARIABLE: &str = "TOOLKIT_TEST_CLOUD_SECRET_KEY";
+
+fn cloud_inventory(endpoint: &str, management: &str, rails: &[String]) -> String {
+    format!(
+        "version: 1
+defaults: {{ user: ubuntu }}
+cloud:
+  provider: aws
+  region: {REGION}
+  endpoint: {endpoint}
+  access_key_id: {{ env: {ACCESS_VARIABLE} }}
+  secret_access_key: {{ env: {SECRET_VARIABLE} }}
+  image_id: {IMAGE}
+  management_subnet: {management}
+  rail_subnets: [{}]
+  node_groups:
+    head: {{ instance_type: m5.large }}
+    gpu: {{ instance_type: p5.48xlarge }}
+",
+        rails.join(", ")
+    )
+}
+
+/// Runs toolkit in `dir` with the cloud credentials in its environment.
+fn toolkit_in(dir: &std::path::Path, credentials: &AwsCredentials, args: &[&str]) -> std::process::Output {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_toolkit"))
+        .args(args)
+        .current_dir(dir)
+        .env(ACCESS_VARIABLE, &credentials.access_key_id)
+        .env(SECRET_VARIABLE, credentials.secret_access_key.expose())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("runs toolkit");
+    let all = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(!all.contains(credentials.secret_access_key.expose()), "the secret key leaked: {all}");
+    output
+}
+
+fn text(output: &std::process::Output) -> String {
+    format!("{}\n{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+fn plan_json(output: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|_| panic!("plan JSON: {}", text(output)))
+}
+
+#[tokio::test]
+async fn plan_deploy_api_stage_replan_ssh_inventory_and_destroy_against_moto() {
+    let Some(server) = moto() else { return };
+    let credentials = enable_signature_checks(&server).await;
+    let ec2 = Ec2::new(&endpoint(&server), REGION, credentials.clone()).expect("client");
+    let query = ec2.query();
+    let vpc = query.call("CreateVpc", &params(&[("CidrBlock", "10.0.0.0/16")])).await.expect("vpc");
+    let vpc_id = values(&vpc, "vpcId").remove(0);
+    let mut subnets = Vec::new();
+    for cidr in ["10.0.0.0/24", "10.0.1.0/24", "10.0.2.0/24"] {
+        let subnet = query
+            .call(
+                "CreateSubnet",
+                &params(&[("VpcId", &vpc_id), ("CidrBlock", cidr), ("AvailabilityZone", "us-east-1a")]),
+            )
+            .await
+            .expect("subnet");
+        subnets.push(values(&subnet, "subnetId").remove(0));
+    }
+    let (management, rails) = (subnets[0].clone(), subnets[1..].to_vec());
+    // Another cluster's instance: destroy must leave it running.
+    let foreign_spec = NodeSpec {
+        name: "gpu01".to_owned(),
+        image_id: IMAGE.to_owned(),
+        instance_type: "t3.micro".to_owned(),
+        key_name: None,
+        rails: RailInterface::per_device(std::slice::from_ref(&management), &[]),
+    };
+    let foreign = ec2.run_node("someone-else", None, &foreign_spec).await.expect("foreign instance").id;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("bp.yaml"), CLOUD_BLUEPRINT).expect("blueprint");
+    std::fs::write(dir.path().join("inv.yaml"), cloud_inventory(&endpoint(&server), &management, &rails))
+        .expect("inventory");
+    let run = |args: &[&str]| toolkit_in(dir.path(), &credentials, args);
+
+    // 1. The plan shows three instances to create.
+    let output = run(&["plan", "bp.yaml", "-i", "inv.yaml", "--stage", "api", "--output", "json"]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    let plan = plan_json(&output);
+    let creates: Vec<(&str, &str)> = plan["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .filter(|change| change["action"] == "create")
+        .map(|change| (change["id"].as_str().expect("id"), change["after"].as_str().expect("after")))
+        .collect();
+    assert_eq!(
+        creates,
+        [
+            ("head:instance:cloudy", "m5.large ami-12345678"),
+            ("gpu01:instance:cloudy", "p5.48xlarge ami-12345678"),
+            ("gpu02:instance:cloudy", "p5.48xlarge ami-12345678"),
+        ]
+    );
+    // The full offline plan orders them before each host's SSH resources.
+    let output = run(&["plan", "bp.yaml", "-i", "inv.yaml", "--offline", "--output", "json"]);
+    let ids: Vec<String> = plan_json(&output)["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .map(|change| change["id"].as_str().expect("id").to_owned())
+        .collect();
+    let first_gpu01 = ids.iter().position(|id| id.starts_with("gpu01:")).expect("gpu01 resources");
+    assert_eq!(ids[first_gpu01], "gpu01:instance:cloudy", "the instance comes before gpu01's files");
+
+    // 2. deploy --stage api runs them, tagged, one interface on the management subnet
+    //    and one per rail.
+    let output = run(&["deploy", "bp.yaml", "-i", "inv.yaml", "--stage", "api", "--yes"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let instances = ec2.cluster_instances("cloudy").await.expect("describes");
+    assert_eq!(instances.len(), 3);
+    for instance in &instances {
+        let node = instance.tag(NODE_TAG).expect("node tag");
+        assert_eq!(instance.tag(CLUSTER_TAG), Some("cloudy"));
+        assert_eq!(instance.state.name, "running", "{node}");
+        let subnets_of: Vec<Option<&str>> =
+            instance.interfaces().iter().map(|interface| interface.subnet_id.as_deref()).collect();
+        let mut expected = vec![Some(management.as_str())];
+        if node != "head" {
+            expected.extend(rails.iter().map(|rail| Some(rail.as_str())));
+        }
+        assert_eq!(subnets_of, expected, "{node}: management interface, then one per rail");
+    }
+
+    // 3. Planned again: nothing to change.
+    let output = run(&["plan", "bp.yaml", "-i", "inv.yaml", "--stage", "api"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert!(text(&output).contains("No changes."), "{}", text(&output));
+
+    // 4. The SSH stage connects to each instance's management address.
+    let inventory = toolkit::inventory::load(&dir.path().join("inv.yaml")).expect("inventory with cloud hosts");
+    let local = toolkit::transport::targets::LocalUser { name: "tester".to_owned(), home: dir.path().to_path_buf() };
+    let targets = toolkit::transport::targets::from_inventory(&inventory.inventory, &local).expect("targets");
+    let mut reached: Vec<(String, String, String)> =
+        targets.into_iter().map(|target| (target.host, target.address, target.user)).collect();
+    reached.sort();
+    let mut expected: Vec<(String, String, String)> = instances
+        .iter()
+        .map(|instance| {
+            let address = instance.interfaces()[0].private_ip_address.clone().expect("management address");
+            (instance.tag(NODE_TAG).expect("node").to_owned(), address, "ubuntu".to_owned())
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(reached, expected);
+    let gpu01 = &inventory.inventory.hosts["gpu01"];
+    assert_eq!(gpu01.rail_macs.len(), 2, "rail MACs by rail subnet");
+
+    // A node leaves the blueprint: its instance is planned for removal, terminated,
+    // and its host leaves the SSH stage's inventory.
+    std::fs::write(dir.path().join("bp.yaml"), CLOUD_BLUEPRINT.replace("    count: 2\n", "    count: 1\n"))
+        .expect("blueprint");
+    let output = run(&["plan", "bp.yaml", "-i", "inv.yaml", "--stage", "api"]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(text(&output).contains("- instance cloudy on gpu02"), "{}", text(&output));
+    let output = run(&["deploy", "bp.yaml", "-i", "inv.yaml", "--stage", "api", "--yes"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let nodes: Vec<String> = ec2
+        .cluster_instances("cloudy")
+        .await
+        .expect("describes")
+        .iter()
+        .filter_map(|instance| instance.tag(NODE_TAG).map(str::to_owned))
+        .collect();
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+    assert!(!nodes.contains(&"gpu02".to_owned()), "{nodes:?}");
+    let output = run(&["plan", "bp.yaml", "-i", "inv.yaml", "--stage", "api"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let inventory = toolkit::inventory::load(&dir.path().join("inv.yaml")).expect("inventory");
+    assert!(!inventory.inventory.hosts.contains_key("gpu02"));
+
+    // 5. destroy: refused off a terminal without --yes, then terminates this cluster's
+    //    instances and nothing else; a second destroy has nothing to do.
+    let output = run(&["destroy", "bp.yaml", "-i", "inv.yaml"]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert_eq!(ec2.cluster_instances("cloudy").await.expect("describes").len(), 2, "nothing terminated");
+    let output = run(&["destroy", "bp.yaml", "-i", "inv.yaml", "--yes"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert!(text(&output).contains("2 instance(s) terminated"), "{}", text(&output));
+    assert!(ec2.cluster_instances("cloudy").await.expect("describes").is_empty());
+    let survivor = ec2.describe_instances(&[Filter::new("instance-id", &foreign)]).await.expect("describes");
+    assert_eq!(survivor[0].state.name, "running", "another cluster's instance survives");
+    assert!(!dir.path().join("inv.cloud-hosts.yaml").exists(), "the cloud hosts are forgotten");
+    let output = run(&["destroy", "bp.yaml", "-i", "inv.yaml", "--yes"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert!(text(&output).contains("No cloud instances"), "{}", text(&output));
+}
+
+#[test]
+fn cloud_mistakes_are_reported_with_their_location() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("bp.yaml"), CLOUD_BLUEPRINT).expect("blueprint");
+    let inventory = cloud_inventory("http://127.0.0.1:1/", "subnet-m", &["subnet-a".to_owned()])
+        .replace(&format!("  region: {REGION}\n"), "")
+        .replace("    gpu: {", "    gpus: { instance_type: p5.48xlarge }\n    gpu: {");
+    std::fs::write(dir.path().join("inv.yaml"), &inventory).expect("inventory");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_toolkit"))
+        .args(["lint", "bp.yaml", "-i", "inv.yaml"])
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let line = |needle: &str| inventory.lines().position(|line| line.contains(needle)).expect("line") + 1;
+    for (id, at) in [
+        ("cloud-missing-region", format!("inv.yaml:{}:", line("cloud:"))),
+        ("cloud-rail-subnets", format!("inv.yaml:{}:", line("rail_subnets:"))),
+        ("cloud-unknown-node-group", format!("inv.yaml:{}:", line("gpus:"))),
+    ] {
+        let block = stderr
+            .split("\n\n")
+            .find(|block| block.contains(&format!("[{id}]")))
+            .unwrap_or_else(|| panic!("{id} in:\n{stderr}"));
+        assert!(block.contains(&at), "{id} at {at}:\n{block}");
+    }
 }

@@ -12,8 +12,9 @@
 //! `TOOLKIT_KEEP_LAB=1` keeps the containers afterwards for a look inside.
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::Output;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use toolkit::model::Model;
@@ -124,10 +125,21 @@ fn deploy_brings_the_lab_up_end_to_end() {
     let up_log = text(&up.stderr);
     assert!(!up_log.contains("warning"), "the inventory must match the lab it deploys to:\n{up_log}");
 
+    make_tenant_users(dir.path(), &model);
+
+    // The first deploy loses a node half way (its container is killed, as a power
+    // cut would): that node is reported failed, every other host finishes.
+    let started = Instant::now();
+    let first = deploy_losing(dir.path(), LOST_NODE, LOST_AFTER);
+    eprintln!("deploy with {LOST_NODE} lost took {:.0?}", started.elapsed());
+    check_only_lost_node_failed(&first);
+
+    // The node comes back (`lab up` starts it again); a rerun converges.
+    assert_success(&toolkit(dir.path(), &["lab", "up", "lab.yaml", "-i", "inventory.yaml"]), "lab up after the loss");
     let started = Instant::now();
     let deploy = toolkit(dir.path(), &["deploy", "lab.yaml", "-i", "inventory.yaml", "--yes"]);
-    eprintln!("deploy took {:.0?}:\n{}", started.elapsed(), text(&deploy.stderr));
-    assert_success(&deploy, "toolkit deploy");
+    eprintln!("rerun took {:.0?}:\n{}", started.elapsed(), text(&deploy.stderr));
+    assert_success(&deploy, "the deploy after the node came back");
 
     check_units_running(dir.path(), &model);
     check_slurm(dir.path(), &model);
@@ -137,6 +149,86 @@ fn deploy_brings_the_lab_up_end_to_end() {
     // Converged: the plan against the deployed hosts is empty (exit 0, not 2).
     let plan = toolkit(dir.path(), &["plan", "lab.yaml", "-i", "inventory.yaml"]);
     assert_success(&plan, "a second `toolkit plan` must have nothing to change");
+
+    check_partition_change(dir.path());
+    check_borrow_and_reclaim(dir.path());
+    check_acceptance(dir.path());
+    check_drain_and_resume(dir.path());
+    check_miswired_rails(dir.path());
+}
+
+/// The tenants' users, with the same UID on every host. On real clusters they come
+/// from the site's directory (LDAP, SSSD) before Slurm is installed: slurmctld maps
+/// association users to UIDs when it loads them.
+fn make_tenant_users(dir: &Path, model: &Model) {
+    for host in model.nodes.iter().map(|node| node.name.as_str()) {
+        for (user, uid) in [("alice", "2001"), ("bob", "2002")] {
+            let script = format!("id -u {user} >/dev/null 2>&1 || useradd --uid {uid} --create-home {user}");
+            exec_ok(dir, host, &["sh", "-c", &script]);
+        }
+    }
+}
+
+/// The node the first deploy loses, and the resource whose change means "half way".
+const LOST_NODE: &str = "node04";
+const LOST_AFTER: &str = "node04:file:/etc/slurm/slurm.conf";
+
+/// `toolkit deploy --yes --output json`, killing `node`'s container as soon as the
+/// deploy reports `resource` changed. Returns the finished deploy.
+fn deploy_losing(dir: &Path, node: &str, resource: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolkit"))
+        .args(["deploy", "lab.yaml", "-i", "inventory.yaml", "--yes", "--output", "json"])
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("toolkit runs");
+    let stdout = child.stdout.take().expect("stdout");
+    let reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut std::io::BufReader::new(stdout), &mut bytes);
+        bytes
+    });
+    let mut log = String::new();
+    let mut killed = false;
+    for line in BufReader::new(child.stderr.take().expect("stderr")).lines() {
+        let line = line.unwrap_or_default();
+        if !killed && line == format!("changed: {resource}") {
+            let container = toolkit::lab::layout::container_name(CLUSTER, node);
+            let kill = Command::new("docker").args(["kill", &container]).output().expect("docker kill");
+            assert!(kill.status.success(), "docker kill {container}: {}", text(&kill.stderr));
+            killed = true;
+        }
+        log.push_str(&line);
+        log.push('\n');
+    }
+    let status = child.wait().expect("deploy ends");
+    assert!(killed, "the deploy never reported `{resource}` changed, so {node} was not lost half way:\n{log}");
+    Output { status, stdout: reader.join().expect("reader"), stderr: log.into_bytes() }
+}
+
+/// Exit 1; the lost node has failures; every other host has none and nothing skipped.
+fn check_only_lost_node_failed(deploy: &Output) {
+    let shown = text(&deploy.stderr);
+    assert_eq!(deploy.status.code(), Some(1), "a deploy that lost a node must fail:\n{shown}");
+    let report: serde_json::Value = serde_json::from_slice(&deploy.stdout)
+        .unwrap_or_else(|e| panic!("deploy report JSON: {e}\n{}\n{shown}", text(&deploy.stdout)));
+    let mut per_host: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    for outcome in report["outcomes"].as_array().expect("outcomes") {
+        let host = outcome["target"].as_str().expect("target").to_owned();
+        let what = outcome["outcome"].as_str().expect("outcome").to_owned();
+        *per_host.entry(host).or_default().entry(what).or_default() += 1;
+    }
+    let count = |host: &str, what: &str| per_host.get(host).and_then(|m| m.get(what)).copied().unwrap_or(0);
+    assert!(count(LOST_NODE, "failed") > 0, "{LOST_NODE} must be reported failed: {per_host:?}\n{shown}");
+    for host in per_host.keys().filter(|host| *host != LOST_NODE) {
+        assert_eq!(
+            (count(host, "failed"), count(host, "skipped")),
+            (0, 0),
+            "{host} must finish although {LOST_NODE} was lost: {per_host:?}\n{shown}"
+        );
+        assert!(count(host, "changed") > 0, "{host} was deployed: {per_host:?}");
+    }
 }
 
 /// No unit failed anywhere (a failed wait-online, a slurmd that gave up…).
@@ -247,4 +339,250 @@ fn check_rails(dir: &Path, model: &Model) {
         }
     }
     assert_eq!(pings, 4 * 3 * 2, "every ordered pair of nodes on both rails");
+}
+
+/// A partition's time limit changed in the blueprint: the plan changes slurm.conf
+/// and restarts or reconfigures its daemons, nothing else; deploy applies it and
+/// Slurm reports the new limit.
+fn check_partition_change(dir: &Path) {
+    let path = dir.join("lab.yaml");
+    let blueprint = std::fs::read_to_string(&path).expect("blueprint");
+    std::fs::write(&path, edited(&blueprint, &[("max_time: INFINITE", "max_time: 2-00:00:00")], "the lab blueprint"))
+        .expect("write blueprint");
+    let plan = toolkit(dir, &["plan", "lab.yaml", "-i", "inventory.yaml", "--output", "json"]);
+    assert_eq!(plan.status.code(), Some(2), "a partition change is a change:\n{}", text(&plan.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).expect("plan JSON");
+    let mut changed = Vec::new();
+    for change in plan["changes"].as_array().expect("changes").iter().filter(|c| c["action"] != "no-op") {
+        let (kind, name, target) = (&change["kind"], &change["name"], &change["target"]);
+        match kind.as_str() {
+            Some("file") => assert_eq!(name, "/etc/slurm/slurm.conf", "only slurm.conf changes ({target})"),
+            Some("service") => assert!(name == "slurmctld" || name == "slurmd", "unexpected {name} on {target}"),
+            _ => panic!("unexpected {kind} change: {name} on {target}"),
+        }
+        let words = [target, kind, name, &change["action"]].map(|value| value.as_str().unwrap_or_default());
+        changed.push(words.join(" "));
+    }
+    // slurm.conf on the controller and the four nodes, and their daemons told.
+    assert!(changed.iter().filter(|c| c.contains("slurm.conf")).count() == 5, "{changed:#?}");
+    assert!(
+        changed.iter().any(|c| c.contains("slurmctld")) && changed.iter().any(|c| c.contains("slurmd ")),
+        "{changed:#?}"
+    );
+
+    let deploy = toolkit(dir, &["deploy", "lab.yaml", "-i", "inventory.yaml", "--yes"]);
+    assert_success(&deploy, "deploying the partition change");
+    let partition = exec_ok(dir, "head", &["scontrol", "show", "partition", "gpu"]);
+    assert!(partition.contains("MaxTime=2-00:00:00"), "slurmctld runs the new limit:\n{partition}");
+    assert_success(&toolkit(dir, &["plan", "lab.yaml", "-i", "inventory.yaml"]), "the plan after the partition change");
+}
+
+/// Tenant A (alice, team-a) fills the cluster by borrowing; tenant B (bob, team-b)
+/// submits within its guarantee; one of A's borrowed jobs is requeued and B's runs.
+fn check_borrow_and_reclaim(dir: &Path) {
+    let sbatch = |user: &str, extra: &[&str]| -> String {
+        let mut command =
+            vec!["runuser", "-u", user, "--", "sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null"];
+        command.extend_from_slice(extra);
+        command.extend_from_slice(&["--nodes=1", "--gres=gpu:4", "--wrap", "sleep 600"]);
+        exec_ok(dir, "head", &command).trim().to_owned()
+    };
+    let borrowed: Vec<String> = (0..4).map(|_| sbatch("alice", &["--qos=borrow"])).collect();
+    wait_for(dir, "alice's 4 borrowing jobs running on all 16 GPUs", |jobs| {
+        borrowed.iter().all(|id| jobs.get(id).is_some_and(|job| job.state == "RUNNING"))
+    });
+    let guaranteed = sbatch("bob", &[]);
+    let mut requeued = String::new();
+    wait_for(dir, "bob's job running and one of alice's requeued", |jobs| {
+        let running = |id: &String| jobs.get(id).is_some_and(|job| job.state == "RUNNING");
+        let waiting: Vec<&String> = borrowed.iter().filter(|id| !running(id)).collect();
+        if let [only] = waiting.as_slice() {
+            requeued.clone_from(only);
+        }
+        running(&guaranteed) && waiting.len() == 1
+    });
+    let job = exec_ok(dir, "head", &["scontrol", "--oneliner", "show", "job", &requeued]);
+    assert!(job.contains("JobState=PENDING") && job.contains("Restarts=1"), "preempted by requeue:\n{job}");
+    exec_ok(dir, "head", &["scancel", "--user=alice"]);
+    exec_ok(dir, "head", &["scancel", "--user=bob"]);
+    wait_for(dir, "no jobs left", BTreeMap::is_empty);
+    wait_all_idle(dir);
+}
+
+/// Every node `idle` (a node is `completing` for a moment after a job).
+fn wait_all_idle(dir: &Path) {
+    let deadline = Instant::now() + Duration::from_mins(1);
+    loop {
+        let sinfo = exec_ok(dir, "head", &["sinfo", "--noheader", "--Node", "--format=%N %T"]);
+        if sinfo.lines().all(|line| line.ends_with(" idle")) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "not every node became idle:\n{sinfo}");
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
+struct Job {
+    state: String,
+}
+
+/// Polls `squeue` (job id → state) until `done` says so, for at most a minute.
+fn wait_for(dir: &Path, what: &str, mut done: impl FnMut(&BTreeMap<String, Job>) -> bool) {
+    let deadline = Instant::now() + Duration::from_mins(1);
+    loop {
+        let squeue = exec_ok(dir, "head", &["squeue", "--noheader", "--format=%i %T %u %q %r"]);
+        let jobs: BTreeMap<String, Job> = squeue
+            .lines()
+            .filter_map(|line| {
+                let mut words = line.split_whitespace();
+                Some((words.next()?.to_owned(), Job { state: words.next()?.to_owned() }))
+            })
+            .collect();
+        if done(&jobs) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "waited a minute for {what}; squeue:\n{squeue}");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// The validators that need no GPU pass on the deployed lab (fio storage with a
+/// small file, BGP, rail links, MTU, cabling from LLDP, Slurm), and their results
+/// make a report.
+const LAB_VALIDATORS: &str = "fabric-bgp,rail-links,mtu,cabling,scheduler,storage-throughput";
+
+fn check_acceptance(dir: &Path) {
+    let run = validate(dir, LAB_VALIDATORS, "results.json");
+    assert_success(&run, "toolkit validate on the deployed lab");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).expect("results")).expect("JSON");
+    let ids: Vec<&str> =
+        results["validators"].as_array().expect("validators").iter().filter_map(|v| v["id"].as_str()).collect();
+    assert_eq!(ids.len(), 6, "every lab validator ran: {ids:?}");
+    let junit = toolkit(dir, &["report", "results.json", "--format", "junit"]);
+    assert_success(&junit, "toolkit report --format junit");
+    let xml = text(&junit.stdout);
+    assert!(xml.contains("failures=\"0\"") && xml.contains("cabling"), "{xml}");
+}
+
+fn validate(dir: &Path, only: &str, results: &str) -> Output {
+    toolkit(dir, &["validate", "lab.yaml", "-i", "inventory.yaml", "--only", only, "--results", results])
+}
+
+/// `--drain-failed`: a node whose rail is down is drained with reason
+/// `toolkit:rail-links`; once the rail is back, the next run resumes it — and
+/// never touches a node an administrator drained for a reason of their own.
+fn check_drain_and_resume(dir: &Path) {
+    exec_ok(dir, "head", &["scontrol", "update", "nodename=node02", "state=drain", "reason=admin: memory test"]);
+    exec_ok(dir, "node03", &["ip", "link", "set", "rail1", "down"]);
+    let run = drain_run(dir);
+    assert_eq!(run.status.code(), Some(2), "a rail down fails rail-links:\n{}", text(&run.stderr));
+    assert_eq!(node_state(dir, "node03"), ("drained".to_owned(), "toolkit:rail-links".to_owned()));
+
+    exec_ok(dir, "node03", &["ip", "link", "set", "rail1", "up"]);
+    let run = drain_run(dir);
+    assert_success(&run, "rail-links once the rail is back");
+    // Resumed; `idle*` (not responding) until slurmctld's next ping of the node.
+    let deadline = Instant::now() + Duration::from_mins(1);
+    while node_state(dir, "node03").0 != "idle" {
+        assert!(Instant::now() < deadline, "toolkit resumed the node it drained: {:?}", node_state(dir, "node03"));
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    assert_eq!(node_state(dir, "node02"), ("drained".to_owned(), "admin: memory test".to_owned()));
+    exec_ok(dir, "head", &["scontrol", "update", "nodename=node02", "state=resume"]);
+}
+
+fn drain_run(dir: &Path) -> Output {
+    let args = ["validate", "lab.yaml", "-i", "inventory.yaml", "--only", "rail-links", "--drain-failed"];
+    toolkit(dir, &[&args[..], &["--results", "drain.json"]].concat())
+}
+
+/// `(state, reason)` of a node as sinfo shows them.
+fn node_state(dir: &Path, node: &str) -> (String, String) {
+    let line = exec_ok(dir, "head", &["sinfo", "--noheader", "--Node", "--nodes", node, "--format=%T|%E"]);
+    let (state, reason) = line.trim().split_once('|').unwrap_or((line.trim(), ""));
+    (state.to_owned(), reason.to_owned())
+}
+
+/// node01's rail 0 cable and node02's rail 1 cable trade places (their host-side
+/// ends move to the other leaf's bridge, as a technician's mistake would): the
+/// cabling validator fails and names both cables; putting them back passes.
+fn check_miswired_rails(dir: &Path) {
+    let first = Cable::of(dir, "node01", "rail0");
+    let second = Cable::of(dir, "node02", "rail1");
+    replug(dir, &[("node01", &first, second.bridge.as_str()), ("node02", &second, first.bridge.as_str())]);
+    let run = until_cabling(dir, |run| run.status.code() == Some(2));
+    let results = std::fs::read_to_string(dir.join("cabling.json")).expect("results");
+    let shown = format!("{}{}\n{results}", text(&run.stdout), text(&run.stderr));
+    for moved in ["leaf0 swp1 <-> node01 rail0 is in leaf1", "leaf1 swp2 <-> node02 rail1 is in leaf0"] {
+        assert!(results.contains(moved), "the work order names `{moved}`:\n{shown}");
+    }
+    replug(dir, &[("node01", &first, first.bridge.as_str()), ("node02", &second, second.bridge.as_str())]);
+    until_cabling(dir, |run| run.status.success());
+}
+
+/// Moves cables as a technician does: the node's LLDP agent stops first (its
+/// shutdown frame clears the neighbour on the switch it leaves, as a link going down
+/// would), then the cable moves, then the agent starts and announces itself on the
+/// switch it now reaches.
+fn replug(dir: &Path, moves: &[(&str, &Cable, &str)]) {
+    for (node, _, _) in moves {
+        exec_ok(dir, node, &["systemctl", "stop", "lldpd"]);
+    }
+    for (_, cable, bridge) in moves {
+        cable.plug_into(bridge);
+    }
+    for (node, _, _) in moves {
+        exec_ok(dir, node, &["systemctl", "start", "lldpd"]);
+    }
+}
+
+/// Runs the cabling validator until `done` says its outcome is the expected one, for
+/// at most a minute (lldpd announces every 30 s).
+fn until_cabling(dir: &Path, done: impl Fn(&Output) -> bool) -> Output {
+    let deadline = Instant::now() + Duration::from_mins(1);
+    loop {
+        let run = validate(dir, "cabling", "cabling.json");
+        if done(&run) {
+            return run;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "cabling never settled: exit {:?}\n{}{}",
+            run.status.code(),
+            text(&run.stdout),
+            text(&run.stderr)
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
+/// The host end of a container's interface: a veth on the Docker host, in a bridge.
+struct Cable {
+    veth: String,
+    bridge: String,
+}
+
+impl Cable {
+    fn of(dir: &Path, host: &str, netdev: &str) -> Self {
+        let peer = exec_ok(dir, host, &["cat", &format!("/sys/class/net/{netdev}/iflink")]);
+        let veth = std::fs::read_dir("/sys/class/net")
+            .expect("host interfaces")
+            .filter_map(Result::ok)
+            .find(|entry| {
+                std::fs::read_to_string(entry.path().join("ifindex")).is_ok_and(|index| index.trim() == peer.trim())
+            })
+            .map_or_else(
+                || panic!("no host interface with index {} ({host} {netdev})", peer.trim()),
+                |entry| entry.file_name().to_string_lossy().into_owned(),
+            );
+        let master = std::fs::read_link(format!("/sys/class/net/{veth}/master")).expect("veth in a bridge");
+        let bridge = master.file_name().expect("bridge name").to_string_lossy().into_owned();
+        Self { veth, bridge }
+    }
+
+    fn plug_into(&self, bridge: &str) {
+        let moved = Command::new("ip").args(["link", "set", &self.veth, "master", bridge]).output().expect("ip");
+        assert!(moved.status.success(), "ip link set {} master {bridge}: {}", self.veth, text(&moved.stderr));
+    }
 }

@@ -415,3 +415,145 @@ async fn tls_trusts_the_inventorys_ca_file_and_skips_checks_only_when_insecure()
     let missing = BmcConfig::from_inventory(&inventory, "node02", pki.path()).expect_err("no such BMC");
     assert_eq!(missing.to_string(), "no BMC for host `node02` in the inventory's `bmcs`");
 }
+
+/// One bare-metal node whose hardware profile differs from the emulator's system:
+/// BIOS `ProcTurboMode` (Enabled there), power on with a one-time PXE boot, firmware.
+const METAL_BLUEPRINT: &str = r#"version: 1
+cluster:
+  name: metal
+node_groups:
+  - name: node
+    count: 1
+    hostname: node01
+    roles: [controller, database, login, compute]
+    hardware_profile: gpu-node
+hardware_profiles:
+  gpu-node:
+    power: on
+    pxe_on_provision: true
+    bios: { ProcTurboMode: Disabled, NumCores: 10 }
+    firmware: { BIOS: "2.4.0" }
+fabric:
+  compute:
+    kind: roce
+    rails: 1
+    link_speed_gbps: 100
+    switch: { model: frr-container, radix: 32 }
+    oversubscription: "1:1"
+    roce: { mode: lossless, pfc_priority: 3, ecn: true }
+    addressing:
+      rail_pool: 10.200.0.0/16
+      loopback_pool: 10.255.0.0/24
+  management:
+    inband: { subnet: 10.10.0.0/24 }
+scheduler:
+  kind: slurm
+  slurm:
+    partitions:
+      - { name: all, groups: [node], default: true }
+"#;
+
+fn toolkit_metal(dir: &Path, args: &[&str]) -> std::process::Output {
+    let output = Command::new(env!("CARGO_BIN_EXE_toolkit"))
+        .args(args)
+        .current_dir(dir)
+        .env("TOOLKIT_TEST_BMC_USER", USER)
+        .env("TOOLKIT_TEST_BMC_PASSWORD", PASSWORD)
+        .stdin(Stdio::null())
+        .output()
+        .expect("runs toolkit");
+    let all = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(!all.contains(PASSWORD), "the BMC password leaked: {all}");
+    output
+}
+
+fn shown(output: &std::process::Output) -> String {
+    format!("{}\n{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+#[tokio::test]
+async fn hardware_profile_plans_applies_and_converges_through_the_emulator() {
+    let Some(server) = emulator(None) else { return };
+    // The node is off: it is to be provisioned (power on after a one-time PXE boot).
+    let client = Redfish::connect(config(&server, PASSWORD)).await.expect("connects");
+    let system = client.system().await.expect("one system");
+    client.reset(&system, ResetType::ForceOff).await.expect("powers off");
+    client.wait_for_power(&system, PowerState::Off, Duration::from_secs(40)).await.expect("observed off");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("bp.yaml"), METAL_BLUEPRINT).expect("blueprint");
+    let inventory = format!(
+        "version: 1
+hosts:
+  node01: {{ address: 127.0.0.1 }}
+bmcs:
+  node01:
+    endpoint: http://127.0.0.1:{}
+    username: {{ env: TOOLKIT_TEST_BMC_USER }}
+    password: {{ env: TOOLKIT_TEST_BMC_PASSWORD }}
+state_file: state.json
+",
+        server.port
+    );
+    std::fs::write(dir.path().join("inv.yaml"), inventory).expect("inventory");
+
+    // The plan shows each difference with before and after, and the firmware mismatch.
+    let output =
+        toolkit_metal(dir.path(), &["plan", "bp.yaml", "-i", "inv.yaml", "--stage", "api", "--output", "json"]);
+    assert_eq!(output.status.code(), Some(2), "{}", shown(&output));
+    let plan: serde_json::Value = serde_json::from_slice(&output.stdout).expect("plan JSON");
+    let changes: Vec<(String, String, Option<String>, Option<String>)> = plan["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .map(|change| {
+            let text = |key: &str| change[key].as_str().map(str::to_owned);
+            (text("id").expect("id"), text("action").expect("action"), text("before"), text("after"))
+        })
+        .collect();
+    let some = |value: &str| Some(value.to_owned());
+    assert_eq!(
+        changes,
+        [
+            ("node01:bios:NumCores".into(), "no-op".into(), some("10"), some("10")),
+            ("node01:bios:ProcTurboMode".into(), "update".into(), some("Enabled"), some("Disabled")),
+            ("node01:boot:override".into(), "update".into(), some("Hdd/Continuous"), some("Pxe/Once")),
+            ("node01:power:system".into(), "update".into(), some("Off"), some("On")),
+        ]
+    );
+    let warnings = plan["warnings"].as_array().expect("warnings");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let warning = warnings[0].as_str().expect("text");
+    assert!(warning.contains("`BIOS` is `2.3.1`") && warning.contains("expects `2.4.0`"), "{warning}");
+
+    // Text plans show the same, with before → after.
+    let output = toolkit_metal(dir.path(), &["plan", "bp.yaml", "-i", "inv.yaml", "--stage", "api"]);
+    let text = shown(&output);
+    assert!(text.contains("~ bios ProcTurboMode on node01") && text.contains("Enabled → Disabled"), "{text}");
+    assert!(text.contains("~ power system on node01") && text.contains("Off → On"), "{text}");
+
+    // deploy --stage api applies: BIOS, boot, then power on.
+    let output = toolkit_metal(dir.path(), &["deploy", "bp.yaml", "-i", "inv.yaml", "--stage", "api", "--yes"]);
+    assert_eq!(output.status.code(), Some(0), "{}", shown(&output));
+
+    // Observed back through the API.
+    assert_eq!(client.power_state(&system).await.expect("reads"), PowerState::On);
+    assert_eq!(client.bios(&system).await.expect("reads")["ProcTurboMode"], json!("Disabled"));
+    assert_eq!(client.boot_override(&system).await.expect("reads").target.as_deref(), Some("Pxe"));
+
+    // Planned again: nothing to change (the node is on: no second PXE boot); the
+    // firmware is still reported, never changed.
+    let output = toolkit_metal(dir.path(), &["plan", "bp.yaml", "-i", "inv.yaml", "--stage", "api"]);
+    assert_eq!(output.status.code(), Some(0), "{}", shown(&output));
+    let text = shown(&output);
+    assert!(text.contains("No changes."), "{text}");
+    assert!(text.contains("warning: node01: firmware `BIOS` is `2.3.1`"), "{text}");
+    // The state records the API objects, so an offline plan agrees.
+    let output = toolkit_metal(dir.path(), &["plan", "bp.yaml", "-i", "inv.yaml", "--offline", "--output", "json"]);
+    let plan: serde_json::Value = serde_json::from_slice(&output.stdout).expect("plan JSON");
+    for change in plan["changes"].as_array().expect("changes") {
+        if ["bios", "boot", "power"].contains(&change["kind"].as_str().expect("kind")) {
+            assert_eq!(change["action"], "no-op", "{change}");
+        }
+    }
+}

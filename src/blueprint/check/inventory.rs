@@ -28,7 +28,16 @@ pub(super) fn check(
     version(inventory, out);
     if let Some(names) = &facts.hostnames {
         let hosts: Vec<&str> = names.iter().map(|(_, name)| name.as_str()).collect();
-        missing_hosts(inventory, &hosts, out);
+        // Nodes of cloud groups get their host entries from the instances deploy runs.
+        let cloud_groups = inventory.inventory.cloud.as_ref().map(|cloud| &cloud.node_groups);
+        let listed: Vec<&str> = names
+            .iter()
+            .filter(|(group, _)| {
+                !cloud_groups.is_some_and(|groups| groups.contains_key(&loaded.blueprint.node_groups[*group].name))
+            })
+            .map(|(_, name)| name.as_str())
+            .collect();
+        missing_hosts(inventory, &listed, out);
         unknown_hosts(inventory, &hosts, out);
     }
     // Switch names come from the planned fabric, which only a valid blueprint has.

@@ -10,7 +10,9 @@
 //! diagnostic, never an overflow or a huge allocation.
 
 mod acceptance;
+mod cloud;
 mod fabric;
+mod hardware;
 mod inventory;
 mod network;
 mod nodes;
@@ -51,7 +53,9 @@ pub fn check(loaded: &LoadedBlueprint, inventory: Option<&LoadedInventory>) -> D
     scheduler::check(loaded, &facts, &mut out);
     tenants::check(loaded, &mut out);
     acceptance::check(loaded, &mut out);
+    hardware::check(loaded, &mut out);
     if let Some(inventory) = inventory {
+        cloud::check(loaded, inventory, facts.hostnames.as_deref(), &mut out);
         let blueprint_is_valid = !out.has_errors();
         inventory::check(loaded, inventory, &facts, blueprint_is_valid, &mut out);
     }

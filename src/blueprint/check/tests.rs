@@ -1200,3 +1200,130 @@ finds_in_inventory!(
     "node01:",
     Error
 );
+
+// --- hardware profiles and cloud ------------------------------------------------------
+
+/// [`ROCE`] with a hardware profile on the gpu group.
+fn with_profile(profile: &str) -> String {
+    let text = edit(
+        ROCE,
+        &[(
+            "    local_nvme: { count: 2, size_gb: 1000 }\n",
+            "    local_nvme: { count: 2, size_gb: 1000 }\n    hardware_profile: gpu-bios\n",
+        )],
+    );
+    format!("{text}hardware_profiles:\n  gpu-bios:\n{profile}")
+}
+
+#[test]
+fn a_valid_hardware_profile_is_clean() {
+    let text = with_profile(
+        "    power: on\n    pxe_on_provision: true\n    bios: { ProcTurboMode: Disabled, NumCores: 10 }\n    firmware: { BIOS: \"2.3.1\", BMC: U50_1.60 }\n",
+    );
+    let diagnostics = lint(&text);
+    assert!(diagnostics.is_empty(), "{}", diagnostics.render());
+}
+
+#[test]
+fn an_unknown_hardware_profile_is_an_error_with_a_suggestion() {
+    let text = edit(&with_profile("    power: on\n"), &[("hardware_profile: gpu-bios", "hardware_profile: gpu-bio")]);
+    let found = finds(&text, "unknown-hardware-profile", "hardware_profile: gpu-bio", Severity::Error);
+    assert!(found.help.as_deref().is_some_and(|help| help.contains("did you mean `gpu-bios`")), "{}", found.render());
+}
+
+finds!(
+    firmware_versions_are_versions,
+    &with_profile("    firmware: { BIOS: \"latest please\" }\n"),
+    [],
+    "invalid-firmware-version",
+    "firmware: { BIOS:",
+    Error
+);
+finds!(
+    bios_values_are_scalars,
+    &with_profile("    bios: { ProcTurboMode: [a, b] }\n"),
+    [],
+    "invalid-bios-value",
+    "bios: { ProcTurboMode",
+    Error
+);
+finds!(
+    unused_hardware_profiles_warn,
+    &with_profile("    power: on\n"),
+    [("    hardware_profile: gpu-bios\n", "")],
+    "unused-hardware-profile",
+    "gpu-bios:",
+    Warning
+);
+
+#[test]
+fn firmware_version_format() {
+    for good in ["2.3.1", "U50_1.60", "1.2.3-4", "P89 v2.80", "7.10(1)"] {
+        assert!(super::hardware::is_firmware_version(good), "{good}");
+    }
+    for bad in ["", "latest", "-1.0", "1.0 ", "1..0 ;rm", "v1  2"] {
+        assert!(!super::hardware::is_firmware_version(bad), "{bad}");
+    }
+}
+
+/// [`INVENTORY`] with the gpu group in the cloud (its hosts removed).
+fn cloud_inventory(cloud: &str) -> String {
+    let hosts = "  node01: { address: 10.10.0.11, rail_macs: { 0: \"b8:3f:d2:00:00:10\" } }\n  node02: { address: 10.10.0.12 }\n  node03: { address: 10.10.0.13 }\n  node04: { address: 10.10.0.14, proxy_jump: gateway }\n";
+    format!("{}{cloud}", edit(INVENTORY, &[(hosts, "")]))
+}
+
+const CLOUD: &str = "cloud:
+  provider: aws
+  region: us-east-1
+  access_key_id: { env: AWS_ACCESS_KEY_ID }
+  secret_access_key: { env: AWS_SECRET_ACCESS_KEY }
+  image_id: ami-12345678
+  management_subnet: subnet-mgmt
+  rail_subnets: [subnet-r0, subnet-r1]
+  node_groups:
+    gpu: { instance_type: p5.48xlarge }
+";
+
+#[test]
+fn cloud_groups_need_no_hosts_entries() {
+    let diagnostics = lint_pair(ROCE, Some(&cloud_inventory(CLOUD)));
+    assert!(diagnostics.is_empty(), "{}", diagnostics.render());
+}
+
+fn finds_in_cloud(edits: &[(&str, &str)], id: &str, needle: &str, severity: Severity) -> Diagnostic {
+    let inventory = cloud_inventory(&edit(CLOUD, edits));
+    finds_in_inventory(&inventory, id, needle, severity)
+}
+
+#[test]
+fn a_cloud_section_needs_a_region() {
+    let found = finds_in_cloud(&[("  region: us-east-1\n", "")], "cloud-missing-region", "cloud:", Severity::Error);
+    assert!(found.help.is_some());
+    finds_in_cloud(&[("us-east-1", "US East")], "cloud-invalid-region", "region: US East", Severity::Error);
+}
+
+#[test]
+fn one_subnet_per_rail() {
+    let found = finds_in_cloud(
+        &[("[subnet-r0, subnet-r1]", "[subnet-r0]")],
+        "cloud-rail-subnets",
+        "rail_subnets:",
+        Severity::Error,
+    );
+    assert!(found.message.contains("2 rail(s)") && found.message.contains("1 subnet(s)"), "{}", found.message);
+}
+
+#[test]
+fn cloud_groups_exist_have_an_image_and_an_instance_type() {
+    finds_in_cloud(&[("    gpu: {", "    gpus: {")], "cloud-unknown-node-group", "gpus:", Severity::Error);
+    finds_in_cloud(&[("  image_id: ami-12345678\n", "")], "cloud-missing-image", "gpu: {", Severity::Error);
+    finds_in_cloud(&[("p5.48xlarge", "p5")], "cloud-invalid-instance-type", "gpu: {", Severity::Error);
+}
+
+#[test]
+fn profiled_nodes_without_a_bmc_warn() {
+    let diagnostics = lint_pair(&with_profile("    power: on\n"), Some(INVENTORY));
+    let found = find(&diagnostics, INVENTORY_FILE, INVENTORY, "hardware-profile-without-bmc", "version: 1");
+    assert_eq!(found.severity, Severity::Warning);
+    assert!(found.message.contains("node[01-04]"), "{}", found.message);
+}
