@@ -456,7 +456,7 @@ pub struct Management {
 }
 
 /// Storage.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Storage {
     /// Shared filesystems, mounted on nodes.
@@ -494,7 +494,7 @@ pub enum Tier {
 }
 
 /// A shared filesystem.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Filesystem {
     /// Name.
@@ -521,6 +521,49 @@ pub struct Filesystem {
     /// Tier.
     #[serde(default)]
     pub tier: Tier,
+    /// Performance the filesystem is expected to deliver (vendor-committed or designed),
+    /// aggregate over all compute nodes; the `storage-ior` and `storage-mdtest`
+    /// acceptance tests require it. Without it they use conservative floors that only
+    /// catch a broken or misrouted filesystem.
+    #[serde(default)]
+    pub expected: Option<FilesystemExpectation>,
+}
+
+/// Aggregate performance a shared filesystem must deliver to all compute nodes at
+/// once: bandwidth in GB/s (10^9 bytes per second, not gigabits) and metadata rates in
+/// operations per second. Each value is optional; a missing one keeps the default floor.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FilesystemExpectation {
+    /// Aggregate sequential read, GB/s (IOR file-per-process).
+    #[serde(default)]
+    pub read_gb_per_s: Option<f64>,
+    /// Aggregate sequential write, GB/s (IOR file-per-process).
+    #[serde(default)]
+    pub write_gb_per_s: Option<f64>,
+    /// File creations per second, all clients together (mdtest).
+    #[serde(default)]
+    pub create_ops: Option<f64>,
+    /// File stats per second, all clients together (mdtest).
+    #[serde(default)]
+    pub stat_ops: Option<f64>,
+    /// File removals per second, all clients together (mdtest).
+    #[serde(default)]
+    pub remove_ops: Option<f64>,
+}
+
+impl FilesystemExpectation {
+    /// Every value with its key and unit, in a fixed order.
+    #[must_use]
+    pub fn values(&self) -> [(&'static str, Option<f64>, &'static str); 5] {
+        [
+            ("read_gb_per_s", self.read_gb_per_s, "GB/s"),
+            ("write_gb_per_s", self.write_gb_per_s, "GB/s"),
+            ("create_ops", self.create_ops, "ops/s"),
+            ("stat_ops", self.stat_ops, "ops/s"),
+            ("remove_ops", self.remove_ops, "ops/s"),
+        ]
+    }
 }
 
 /// Node-local scratch.

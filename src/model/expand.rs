@@ -234,6 +234,8 @@ fn resolve_filesystems(
                 mount: fs.mount.clone(),
                 options: fs.options.clone().unwrap_or_else(|| default_options.to_owned()),
                 client_groups,
+                tier: fs.tier,
+                expected: fs.expected,
             })
         })
         .collect()

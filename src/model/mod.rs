@@ -133,6 +133,10 @@ pub struct Filesystem {
     pub options: String,
     /// Indexes of the node groups that mount it.
     pub client_groups: Vec<usize>,
+    /// Tier (shared, home, scratch).
+    pub tier: schema::Tier,
+    /// Performance the blueprint expects of it, if it says.
+    pub expected: Option<schema::FilesystemExpectation>,
 }
 
 impl Model {

@@ -26,6 +26,8 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("nvlink.yaml", include_str!("../../validators/nvlink.yaml")),
     ("scheduler.yaml", include_str!("../../validators/scheduler.yaml")),
     ("storage-throughput.yaml", include_str!("../../validators/storage-throughput.yaml")),
+    ("storage-ior.yaml", include_str!("../../validators/storage-ior.yaml")),
+    ("storage-mdtest.yaml", include_str!("../../validators/storage-mdtest.yaml")),
     ("dcgm-diag.yaml", include_str!("../../validators/dcgm-diag.yaml")),
     ("nccl-single-node.yaml", include_str!("../../validators/nccl-single-node.yaml")),
     ("rdma-bandwidth.yaml", include_str!("../../validators/rdma-bandwidth.yaml")),

@@ -29,6 +29,14 @@ pub const DERIVED: &[(&str, &str)] = &[
     ("bgp_sessions", "fabric ports of the switch: one BGP session each"),
     ("storage_read_mbps", "sequential read floor of node-local scratch, MB/s"),
     ("storage_write_mbps", "sequential write floor of node-local scratch, MB/s"),
+    ("shared_read_gb_per_s", "aggregate read of the shared filesystem, GB/s: its `expected.read_gb_per_s`, or a floor"),
+    (
+        "shared_write_gb_per_s",
+        "aggregate write of the shared filesystem, GB/s: its `expected.write_gb_per_s`, or a floor",
+    ),
+    ("shared_create_ops", "file creations per second on the shared filesystem: its `expected.create_ops`, or a floor"),
+    ("shared_stat_ops", "file stats per second on the shared filesystem: its `expected.stat_ops`, or a floor"),
+    ("shared_remove_ops", "file removals per second on the shared filesystem: its `expected.remove_ops`, or a floor"),
 ];
 
 /// Single-node `all_reduce_perf` bus bandwidth (GB/s) that 8 GPUs of a model must reach,
@@ -61,6 +69,46 @@ const NVME_READ_MBPS: f64 = 1000.0;
 const NVME_WRITE_MBPS: f64 = 500.0;
 /// Floor without declared NVMe: any working disk.
 const DISK_MBPS: f64 = 100.0;
+
+/// Shared-filesystem bandwidth floor without `expected`, GB/s: above what one 1 GbE
+/// link carries (0.125 GB/s), so a filesystem reached over the management network, a
+/// dead storage link or a hung server fails, and any working NFS or Lustre passes.
+const SHARED_GB_PER_S: f64 = 0.2;
+/// Metadata floors without `expected`, ops/s: a fraction of what one NFS client does
+/// with `sync` exports (hundreds of creates, thousands of stats per second); the
+/// recorded 2-node GPFS run does 632 creates, 28,997 stats and 601 removals per second.
+const SHARED_CREATE_OPS: f64 = 100.0;
+const SHARED_STAT_OPS: f64 = 1000.0;
+const SHARED_REMOVE_OPS: f64 = 100.0;
+
+/// The shared-filesystem limit `name`: the blueprint's `expected` value when it
+/// declares one, else the documented floor.
+fn shared(name: &str, model: &Model) -> Result<Derived, String> {
+    let fs =
+        super::subjects::benchmark_filesystem(model).ok_or("no shared filesystem is mounted by the compute nodes")?;
+    let index = model.filesystems.iter().position(|other| std::ptr::eq(other, fs)).unwrap_or_default();
+    let expected = fs.expected.unwrap_or_default();
+    let (key, declared, floor, unit, what) = match name {
+        "shared_read_gb_per_s" => ("read_gb_per_s", expected.read_gb_per_s, SHARED_GB_PER_S, "GB/s", "read"),
+        "shared_write_gb_per_s" => ("write_gb_per_s", expected.write_gb_per_s, SHARED_GB_PER_S, "GB/s", "write"),
+        "shared_create_ops" => ("create_ops", expected.create_ops, SHARED_CREATE_OPS, "ops/s", "file creation"),
+        "shared_stat_ops" => ("stat_ops", expected.stat_ops, SHARED_STAT_OPS, "ops/s", "file stat"),
+        _ => ("remove_ops", expected.remove_ops, SHARED_REMOVE_OPS, "ops/s", "file removal"),
+    };
+    Ok(match declared {
+        Some(value) => Derived {
+            value,
+            detail: format!("`storage.filesystems[{index}].expected.{key}` of `{}`: {value} {unit} {what}", fs.name),
+        },
+        None => Derived {
+            value: floor,
+            detail: format!(
+                "`{}` declares no `expected.{key}`: {floor} {unit} {what} floor of any working shared filesystem",
+                fs.name
+            ),
+        },
+    })
+}
 
 /// What a derived threshold is computed from.
 #[derive(Debug, Clone, Copy)]
@@ -211,6 +259,11 @@ pub fn derive(name: &str, input: &DeriveInput<'_>) -> Result<Derived, String> {
                 ),
             })
         }
+        "shared_read_gb_per_s"
+        | "shared_write_gb_per_s"
+        | "shared_create_ops"
+        | "shared_stat_ops"
+        | "shared_remove_ops" => shared(name, model),
         other => Err(format!("unknown derived threshold `{other}`")),
     }
 }
@@ -289,6 +342,40 @@ mod tests {
         let total = derive("gpu_count", &DeriveInput { model: &h200, nodes: &nodes, switch: None, selected: 64 })
             .expect("derives");
         assert!((total.value - 512.0).abs() < 1e-9);
+    }
+
+    #[test]
+    // The limits are copied, not computed: they compare exactly.
+    #[allow(clippy::float_cmp)]
+    fn shared_filesystem_limits_come_from_expected_or_a_floor() {
+        // `data` (tier shared) is chosen over `home` (tier home), both mounted by the GPU nodes.
+        let h200 = model("blueprints/h200-roce-64.yaml");
+        let data = h200.filesystems.iter().position(|fs| fs.name == "data").expect("the h200 blueprint has /data");
+        let at = |model: &Model, name: &str| {
+            derive(name, &DeriveInput { model, nodes: &[], switch: None, selected: 0 }).expect("derives")
+        };
+        let floor = at(&h200, "shared_write_gb_per_s");
+        assert_eq!(floor.value, SHARED_GB_PER_S);
+        assert!(floor.detail.contains("declares no `expected.write_gb_per_s`"), "{floor:?}");
+        assert!(floor.detail.starts_with("`data` declares"), "{floor:?}");
+        assert_eq!(at(&h200, "shared_stat_ops").value, SHARED_STAT_OPS);
+        let mut expecting = h200.clone();
+        expecting.filesystems[data].expected = Some(crate::blueprint::schema::FilesystemExpectation {
+            read_gb_per_s: Some(12.5),
+            create_ops: Some(4000.0),
+            ..Default::default()
+        });
+        let read = at(&expecting, "shared_read_gb_per_s");
+        assert_eq!(read.value, 12.5);
+        assert_eq!(
+            read.detail,
+            format!("`storage.filesystems[{data}].expected.read_gb_per_s` of `data`: 12.5 GB/s read")
+        );
+        assert_eq!(at(&expecting, "shared_create_ops").value, 4000.0);
+        assert_eq!(at(&expecting, "shared_write_gb_per_s").value, SHARED_GB_PER_S, "a missing key keeps its floor");
+        let bare = model("blueprints/lab.yaml");
+        let none = derive("shared_read_gb_per_s", &DeriveInput { model: &bare, nodes: &[], switch: None, selected: 0 });
+        assert_eq!(none.expect_err("no filesystem"), "no shared filesystem is mounted by the compute nodes");
     }
 
     #[test]

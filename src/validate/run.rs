@@ -34,7 +34,8 @@ use super::results::{
     Threshold, ValidatorResult, Verdict, format_number,
 };
 use super::spec::{
-    Aggregate, Analysis, MeasurementSpec, Requirement, RunsOn, SeriesScale, Severity, SpecScope, ValidatorSpec,
+    Aggregate, Analysis, MeasurementSpec, ProgramsOn, Requirement, RunsOn, SeriesScale, Severity, SpecScope,
+    ValidatorSpec,
 };
 use super::subjects::{self, Expansion, Site, Subject};
 use crate::blueprint::schema::{AcceptanceMode, FabricKind, Role, SchedulerKind};
@@ -329,6 +330,10 @@ pub fn unmet(model: &Model, requirements: &[Requirement]) -> Option<String> {
                 model.groups.iter().any(|group| group.software.as_ref().is_some_and(|stack| stack.driver.is_some())),
                 "needs a GPU driver in the blueprint (`software.gpu_driver`)",
             ),
+            Requirement::SharedFilesystem => (
+                subjects::benchmark_filesystem(model).is_some(),
+                "needs a shared filesystem mounted by the compute nodes: `storage.filesystems` declares none",
+            ),
         };
         (!met).then(|| why.to_owned())
     })
@@ -537,6 +542,9 @@ impl<C: Connector> ValidatorRun<'_, C> {
             Ok(session) => session,
             Err(error) => return Record::stopped(Problem::Error(format!("cannot reach `{}`: {error}", subject.host))),
         };
+        if let Some(record) = self.missing_programs(session.as_ref(), subject).await {
+            return record;
+        }
         let Some(server) = &self.spec.server else {
             return self.run_steps(session.as_ref(), subject).await;
         };
@@ -596,6 +604,114 @@ impl<C: Connector> ValidatorRun<'_, C> {
             let _ = write!(message, " (server on `{server_host}`: {})", server_text.lines().last().unwrap_or_default());
         }
         record
+    }
+
+    /// Looks up the validator's `programs` on the subject's host with `command -v`:
+    /// `None` when all are there (or none are declared), else the record that stops
+    /// the subject — `skipped` naming what is missing and where, or an `error` when
+    /// the lookup itself could not run.
+    async fn missing_programs<E: crate::transport::Executor>(&self, session: &E, subject: &Subject) -> Option<Record> {
+        if self.spec.programs.is_empty() {
+            return None;
+        }
+        let script = self.lookup_script(subject);
+        let limit = Duration::from_secs(self.spec.timeout + LOCAL_GRACE_SECONDS);
+        let output = match tokio::time::timeout(limit, session.exec(&self.wrapped(&script))).await {
+            Err(_) => {
+                return Some(Record::stopped(Problem::Error(format!(
+                    "looking up {} timed out after {} s",
+                    self.spec.programs.join(", "),
+                    self.spec.timeout
+                ))));
+            }
+            Ok(Err(error)) => {
+                return Some(Record::stopped(Problem::Error(format!("could not run on `{}`: {error}", subject.host))));
+            }
+            Ok(Ok(output)) => output,
+        };
+        let stdout = output.stdout_text();
+        let evidence = Evidence::from_output(
+            script.clone(),
+            match &output.status {
+                ExitStatus::Code(code) => i32::try_from(*code).ok(),
+                _ => None,
+            },
+            &stdout,
+            EVIDENCE_LINES,
+        );
+        if output.status != ExitStatus::Code(0) {
+            let said = String::from_utf8_lossy(&output.stderr);
+            let said = said.lines().rfind(|line| !line.trim().is_empty()).unwrap_or("no output").trim().to_owned();
+            let mut record = Record::stopped(Problem::Error(format!(
+                "looking up {} with `command -v` failed ({}): {said}",
+                self.spec.programs.join(", "),
+                output.status
+            )));
+            record.evidence = Some(evidence);
+            return Some(record);
+        }
+        // `program` (on the host) or `node program` (through srun), one a line.
+        let mut missing: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for line in stdout.lines() {
+            let mut words = line.split_whitespace().rev();
+            let Some(program) = words.next().and_then(|word| self.spec.programs.iter().find(|known| *known == word))
+            else {
+                continue;
+            };
+            let host = words.next().unwrap_or(subject.host.as_str());
+            missing.entry(program.as_str()).or_default().insert(host);
+        }
+        if missing.is_empty() {
+            return None;
+        }
+        let listed: Vec<String> = missing
+            .iter()
+            .map(|(program, hosts)| {
+                let hosts: Vec<String> = hosts.iter().map(|host| format!("`{host}`")).collect();
+                format!("`{program}` is not installed on {}", hosts.join(", "))
+            })
+            .collect();
+        let programs: Vec<&str> = missing.keys().copied().collect();
+        let mut record = Record::stopped(Problem::Skipped(format!(
+            "{} (`command -v` finds no such program): install the {} package{}, \
+             or make it visible to non-interactive shells (e.g. `module load {}` in /etc/profile.d), \
+             or skip the validator (`acceptance.validators: [{{ id: {}, skip: true }}]`)",
+            listed.join("; "),
+            programs.join(" and "),
+            if programs.len() == 1 { "" } else { "s" },
+            programs[0],
+            self.spec.id
+        )));
+        record.evidence = Some(evidence);
+        Some(record)
+    }
+
+    /// The shell script that prints each missing program: its name on the host, or
+    /// `node name` from one `srun` task on each of the subject's nodes.
+    fn lookup_script(&self, subject: &Subject) -> String {
+        let names: Vec<String> =
+            self.spec.programs.iter().map(|name| crate::transport::quote::quote(name).into_owned()).collect();
+        match self.spec.programs_on {
+            ProgramsOn::Host => format!(
+                "for program in {}; do command -v \"$program\" >/dev/null 2>&1 || echo \"$program\"; done",
+                names.join(" ")
+            ),
+            ProgramsOn::Nodes => {
+                let nodes: Vec<&str> =
+                    subject.nodes.iter().map(|&index| self.model.nodes[index].name.as_str()).collect();
+                let inner = format!(
+                    "for program in {}; do command -v \"$program\" >/dev/null 2>&1 || echo \"$(hostname -s) $program\"; done",
+                    names.join(" ")
+                );
+                let hostlist = crate::model::hostlist::compress(nodes.iter().copied());
+                format!(
+                    "srun --nodes={} --nodelist={} --ntasks-per-node=1 --immediate=60 sh -c {}",
+                    nodes.len(),
+                    crate::transport::quote::quote(&hostlist),
+                    crate::transport::quote::quote(&inner)
+                )
+            }
+        }
     }
 
     /// The argv that runs `script` under the remote `timeout`, so a hung command is

@@ -52,6 +52,17 @@ pub struct ValidatorSpec {
     /// What the cluster must have for this validator to apply; otherwise it is `skipped`.
     #[serde(default)]
     pub requires: Vec<Requirement>,
+    /// Programs the commands need on the host they run on (the controller for jobs
+    /// launched with `srun`), looked up with `command -v` before anything runs: a
+    /// missing one makes the subject `skipped` with a reason that names it and the host
+    /// — an optional benchmark that is not installed is no verdict on the hardware.
+    #[serde(default)]
+    pub programs: Vec<String>,
+    /// Where `programs` are looked up: the host the command runs on (default), or every
+    /// node of the subject through one `srun` task per node (for jobs launched with
+    /// `srun`, whose programs run on the compute nodes).
+    #[serde(default)]
+    pub programs_on: ProgramsOn,
     /// Numeric parameters for the command (`{{ params.level }}`); the blueprint
     /// overrides them under `acceptance.validators[].thresholds`.
     #[serde(default)]
@@ -173,6 +184,17 @@ pub enum RunsOn {
     Controller,
 }
 
+/// Where a validator's `programs` are looked up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProgramsOn {
+    /// The host the command runs on.
+    #[default]
+    Host,
+    /// Every node of the subject, through `srun` (needs `requires: [slurm]`).
+    Nodes,
+}
+
 /// Something the cluster must have for a validator (or a step) to apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -195,6 +217,8 @@ pub enum Requirement {
     Tenants,
     /// A GPU driver declared in the blueprint's `software` (some GPU group has one).
     GpuDriver,
+    /// A shared filesystem mounted by the compute nodes (`storage.filesystems`).
+    SharedFilesystem,
 }
 
 impl Requirement {
@@ -211,6 +235,7 @@ impl Requirement {
             Self::Accounting => "accounting",
             Self::Tenants => "tenants",
             Self::GpuDriver => "gpu-driver",
+            Self::SharedFilesystem => "shared-filesystem",
         }
     }
 }
@@ -454,6 +479,24 @@ impl ValidatorSpec {
                 "failure",
                 format!("`{}` is not a failure name", self.failure),
                 "use lowercase letters, digits and `-`, e.g. `gpu-count-wrong`",
+            );
+        }
+        for (index, program) in self.programs.iter().enumerate() {
+            if !is_program_name(program) {
+                error(
+                    "validator-program",
+                    &format!("programs[{index}]"),
+                    format!("`{program}` is not a program name"),
+                    "give the name `command -v` looks up on the PATH, e.g. `ior` (letters, digits, `.`, `_`, `+`, `-`)",
+                );
+            }
+        }
+        if self.programs_on == ProgramsOn::Nodes && !self.requires.contains(&Requirement::Slurm) {
+            error(
+                "validator-program",
+                "programs_on",
+                "`programs_on: nodes` looks programs up through `srun`".to_owned(),
+                "add `slurm` to `requires`, or look them up on the host (`programs_on: host`)",
             );
         }
         for (key, text) in [
@@ -776,6 +819,12 @@ impl ValidatorSpec {
     }
 }
 
+/// Whether `text` is a plain program name: no path, no space, nothing the shell reads.
+fn is_program_name(text: &str) -> bool {
+    text.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-'))
+}
+
 /// Whether `text` is lowercase letters and digits joined by `separator`, starting
 /// with a letter.
 fn is_slug(text: &str, separator: char) -> bool {
@@ -869,6 +918,21 @@ thresholds:
         let rendered = load(&text).expect_err("refused").render();
         assert!(rendered.contains("not both"), "{rendered}");
         assert!(rendered.contains("`aggregate` needs `items`"), "{rendered}");
+    }
+
+    #[test]
+    fn programs_are_plain_names() {
+        let spec = load(&format!("{MINIMAL}programs: [ior, mdtest, g++-12]\n")).expect("loads");
+        assert_eq!(spec.programs, ["ior", "mdtest", "g++-12"]);
+        let rendered =
+            load(&format!("{MINIMAL}programs: [ior, /usr/bin/ior, 'ior; rm -rf /']\n")).expect_err("refused").render();
+        assert!(rendered.contains("`/usr/bin/ior` is not a program name"), "{rendered}");
+        assert!(rendered.contains("`ior; rm -rf /` is not a program name"), "{rendered}");
+        assert!(!rendered.contains("`ior` is not"), "{rendered}");
+        let rendered = load(&format!("{MINIMAL}programs: [ior]\nprograms_on: nodes\n")).expect_err("refused").render();
+        assert!(rendered.contains("`programs_on: nodes` looks programs up through `srun`"), "{rendered}");
+        let spec = load(&format!("{MINIMAL}programs: [ior]\nprograms_on: nodes\nrequires: [slurm]\n")).expect("loads");
+        assert_eq!(spec.programs_on, ProgramsOn::Nodes);
     }
 
     #[test]

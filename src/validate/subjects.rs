@@ -13,9 +13,9 @@ use serde_json::json;
 
 use super::expr::to_value;
 use super::spec::{NodeSelection, Pairing, RunsOn, SpecScope, ValidatorSpec};
-use crate::blueprint::schema::{FabricKind, Role, SchedulerKind};
+use crate::blueprint::schema::{FabricKind, FilesystemKind, Role, SchedulerKind, Tier};
 use crate::inventory::Inventory;
-use crate::model::{Model, Node, hostlist, slurm};
+use crate::model::{Filesystem, Model, Node, hostlist, slurm};
 use crate::topology::ports::{self, DEFAULT_PORT_PREFIX, Direction};
 
 /// What the inventory says about reaching the cluster.
@@ -374,6 +374,11 @@ pub fn base_context(model: &Model, site: &Site, selected: &[usize], params: &BTr
             },
             "controller": model.first_with(Role::Controller).map(|node| node.name.clone()),
             "scratch": model.scratch.as_ref().map(|scratch| scratch.mount.clone()),
+            "shared": benchmark_filesystem(model).map(|fs| json!({
+                "name": fs.name,
+                "kind": match fs.kind { FilesystemKind::Nfs => "nfs", FilesystemKind::Lustre => "lustre" },
+                "mount": fs.mount,
+            })),
         },
         "params": params,
         "nodes": names,
@@ -382,6 +387,18 @@ pub fn base_context(model: &Model, site: &Site, selected: &[usize], params: &BTr
         "slurm": slurm,
         "reachable": site.hosts.len(),
     }))
+}
+
+/// The shared filesystem the storage benchmarks (`storage-ior`, `storage-mdtest`) run
+/// on, as `cluster.shared` in templates: of the filesystems a compute group mounts, the
+/// first of tier `scratch`, else of tier `shared`, else of tier `home` — the tier jobs
+/// write their checkpoints to comes first.
+#[must_use]
+pub fn benchmark_filesystem(model: &Model) -> Option<&Filesystem> {
+    let mounted = |fs: &&Filesystem| fs.client_groups.iter().any(|&group| model.groups[group].has_role(Role::Compute));
+    [Tier::Scratch, Tier::Shared, Tier::Home]
+        .into_iter()
+        .find_map(|tier| model.filesystems.iter().filter(mounted).find(|fs| fs.tier == tier))
 }
 
 /// A node as templates see it.

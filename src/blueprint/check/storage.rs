@@ -1,5 +1,5 @@
 //! Checks of storage: mount points, NFS servers and endpoints, Lustre endpoints,
-//! node group references and node-local scratch.
+//! node group references, node-local scratch and expected performance.
 
 use std::collections::HashMap;
 
@@ -14,6 +14,7 @@ pub(super) fn check(loaded: &LoadedBlueprint, facts: &Facts, out: &mut Diagnosti
     servers_and_endpoints(loaded, out);
     group_references(loaded, facts, out);
     scratch(loaded, out);
+    expectations(loaded, out);
 }
 
 fn duplicate_names(loaded: &LoadedBlueprint, out: &mut Diagnostics) {
@@ -207,5 +208,51 @@ fn scratch(loaded: &LoadedBlueprint, out: &mut Diagnostics) {
                 .at(&loaded.source, "storage.scratch")
                 .help("add `local_nvme: { count: N, size_gb: S }` to the groups that have local drives, or remove `scratch:`"),
         );
+    }
+}
+
+/// Largest bandwidth (GB/s) a filesystem is believed to reach: an order of magnitude
+/// above the fastest parallel filesystems built (Frontier's Orion, ~10 TB/s). Above it
+/// the value is most likely in MB/s or Gb/s.
+const MAX_PLAUSIBLE_GB_PER_S: f64 = 100_000.0;
+
+/// Largest metadata rate (ops/s) believed reachable; IO500 leaders are near 10^7.
+const MAX_PLAUSIBLE_OPS: f64 = 1.0e9;
+
+fn expectations(loaded: &LoadedBlueprint, out: &mut Diagnostics) {
+    for (index, fs) in loaded.blueprint.storage.filesystems.iter().enumerate() {
+        let Some(expected) = &fs.expected else { continue };
+        for (key, value, unit) in expected.values() {
+            let Some(value) = value else { continue };
+            let path = format!("storage.filesystems[{index}].expected.{key}");
+            if !value.is_finite() || value <= 0.0 {
+                out.push(
+                    Diagnostic::error(
+                        "invalid-expected-performance",
+                        format!("expected `{key}: {value}` of filesystem `{}` is not a positive number", fs.name),
+                    )
+                    .at(&loaded.source, path)
+                    .help(format!("give the aggregate the filesystem must deliver, in {unit}, or remove the key")),
+                );
+                continue;
+            }
+            let limit = if unit == "GB/s" { MAX_PLAUSIBLE_GB_PER_S } else { MAX_PLAUSIBLE_OPS };
+            if value > limit {
+                out.push(
+                    Diagnostic::warning(
+                        "implausible-expected-performance",
+                        format!(
+                            "expected `{key}: {value}` of filesystem `{}` is above any filesystem built ({limit} {unit})",
+                            fs.name
+                        ),
+                    )
+                    .at(&loaded.source, path)
+                    .help(format!(
+                        "the unit is {unit}{}",
+                        if unit == "GB/s" { " (gigabytes, not megabytes or gigabits)" } else { "" }
+                    )),
+                );
+            }
+        }
     }
 }

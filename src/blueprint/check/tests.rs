@@ -776,6 +776,31 @@ finds!(
     Error
 );
 
+finds!(
+    expected_performance_is_positive,
+    ROCE,
+    [("mount: /home }", "mount: /home, expected: { read_gb_per_s: 20, write_gb_per_s: -1 } }")],
+    "invalid-expected-performance",
+    "write_gb_per_s: -1",
+    Error
+);
+finds!(
+    expected_metadata_rate_is_a_number,
+    ROCE,
+    [("mount: /home }", "mount: /home, expected: { create_ops: .nan } }")],
+    "invalid-expected-performance",
+    "create_ops: .nan",
+    Error
+);
+finds!(
+    expected_bandwidth_in_megabytes_is_implausible,
+    ROCE,
+    [("mount: /home }", "mount: /home, expected: { read_gb_per_s: 250000 } }")],
+    "implausible-expected-performance",
+    "read_gb_per_s: 250000",
+    Warning
+);
+
 #[test]
 fn storage_groups_exist() {
     let text = edit(ROCE, &[("server_group: head", "server_group: heads")]);

@@ -591,3 +591,274 @@ async fn dcgm_diag_runs_at_the_blueprints_level() {
     let ran: Vec<String> = connector.log.lock().expect("log").iter().map(|(_, script)| script.clone()).collect();
     assert!(!ran.is_empty() && ran.iter().all(|script| script == "dcgmi diag -r 3"), "{ran:?}");
 }
+
+/// The lab with a Lustre filesystem mounted by its GPU nodes, `expected` as given.
+fn lab_with_lustre(expected: Option<crate::blueprint::schema::FilesystemExpectation>) -> Model {
+    let mut model = lab();
+    let gpu = model.groups.iter().position(|group| group.name == "gpu").expect("gpu group");
+    model.filesystems.push(crate::model::Filesystem {
+        name: "lustre".to_owned(),
+        kind: crate::blueprint::schema::FilesystemKind::Lustre,
+        server: None,
+        export: None,
+        source: "10.30.0.10@o2ib:/lustre".to_owned(),
+        mount: "/lustre".to_owned(),
+        options: "flock,_netdev,nofail".to_owned(),
+        client_groups: vec![gpu],
+        tier: crate::blueprint::schema::Tier::Scratch,
+        expected,
+    });
+    // The recordings are of 2-node runs, IOR with one task per node.
+    model.blueprint.acceptance.validators.push(ValidatorRef {
+        id: "storage-ior".to_owned(),
+        thresholds: [("tasks_per_node".to_owned(), 1.0)].into(),
+        skip: false,
+    });
+    model
+}
+
+fn storage_benchmarks() -> Catalog {
+    let builtins = Catalog::builtin().unwrap_or_else(|problems| panic!("{}", problems.render()));
+    catalog(["storage-ior", "storage-mdtest"].iter().map(|id| builtins.get(id).expect("built-in").clone()).collect())
+}
+
+/// Two nodes, as in the recordings.
+fn two_nodes() -> RunOptions {
+    RunOptions { nodes: Some(["node01".to_owned(), "node02".to_owned()].into()), ..options() }
+}
+
+/// Answers the `command -v` lookup with `missing`, IOR and mdtest with `ior` and `mdtest`.
+fn storage_host(missing: &'static str, ior: String, mdtest: String) -> Fake {
+    fake(move |host, script| {
+        assert_eq!(host, "head", "Slurm jobs start on the controller");
+        if script.contains("for program in") {
+            (0, missing.to_owned(), String::new())
+        } else if script.contains(" ior -a POSIX ") {
+            (0, ior.clone(), String::new())
+        } else if script.contains(" mdtest -F ") {
+            (0, mdtest.clone(), String::new())
+        } else {
+            panic!("unexpected script {script}")
+        }
+    })
+}
+
+#[tokio::test]
+async fn storage_benchmarks_pass_recorded_outputs_above_the_floors() {
+    let model = lab_with_lustre(None);
+    let site = Site::everything(&model);
+    let ior = recorded("ior_3.3.0_2node_lustre_stampede2_posix_ssf.txt");
+    let mdtest = recorded("mdtest_1.9.3_2node_gpfs_ccr_verbose.txt");
+    let connector = storage_host("", ior, mdtest);
+    let outcome = run_all(&storage_benchmarks(), &model, &site, &connector, &two_nodes()).await;
+    let ior = &outcome.validators[0].subjects[0];
+    assert_eq!((ior.subject.as_str(), ior.verdict), ("lab", Verdict::Passed), "{ior:?}");
+    let by_label: BTreeMap<&str, &Measurement> = ior.measurements.iter().map(|m| (m.name.as_str(), m)).collect();
+    // 426.77 MiB/s = 447.50 MB/s as IOR itself prints; 332.55 MiB/s = 348.70 MB/s.
+    let write = by_label["aggregate write, mean over repetitions"];
+    assert!((write.value - 0.447_501).abs() < 1e-6, "{write:?}");
+    assert!((by_label["aggregate read, mean over repetitions"].value - 0.348_704).abs() < 1e-6);
+    assert_eq!(by_label["nodes in the IOR job (tasks / tasks per node)"].value, 2.0);
+    let floor = write.threshold.as_ref().expect("a limit");
+    assert_eq!(floor.value, 0.2);
+    assert_eq!(
+        floor.source.to_string(),
+        "model: `lustre` declares no `expected.write_gb_per_s`: 0.2 GB/s write floor of any working shared filesystem"
+    );
+    let mdtest = &outcome.validators[1].subjects[0];
+    assert_eq!(mdtest.verdict, Verdict::Passed, "{mdtest:?}");
+    let values: Vec<(&str, f64)> = mdtest.measurements.iter().map(|m| (m.name.as_str(), m.value)).collect();
+    assert_eq!(
+        values,
+        [
+            ("file creations per second, mean over iterations", 632.114),
+            ("file stats per second, mean over iterations", 28997.226),
+            ("file removals per second, mean over iterations", 601.848),
+            ("nodes in the mdtest job", 2.0),
+        ]
+    );
+    let log = connector.log.lock().expect("log").clone();
+    assert_eq!(log.len(), 4, "a lookup and a job per validator: {log:?}");
+    assert_eq!(
+        log[0].1,
+        "srun --nodes=2 --nodelist='node[01-02]' --ntasks-per-node=1 --immediate=60 sh -c 'for program in ior; do \
+         command -v \"$program\" >/dev/null 2>&1 || echo \"$(hostname -s) $program\"; done'",
+        "looked up on the compute nodes, where the job runs"
+    );
+    let job = &log[1].1;
+    assert!(job.starts_with("first=node01\ndir=/lustre/.toolkit-ior.$(date +%s).$$\n"), "{job}");
+    assert!(
+        job.contains(
+            "srun --nodes=2 --nodelist='node[01-02]' --ntasks-per-node=1 --immediate=60 --mpi=pmix ior -a POSIX -F -C -e -w -r -i 1 -t 4m -b 1024m -o \"$dir/ior\""
+        ),
+        "{job}"
+    );
+    assert!(job.contains("trap 'srun --nodes=1 --ntasks=1 --nodelist=\"$first\" rm -rf \"$dir\"' EXIT"), "{job}");
+    assert!(log[3].1.contains("--ntasks-per-node=4 --immediate=60 --mpi=pmix mdtest -F -u -n 1000 -i 3 -d \"$dir\""));
+}
+
+#[tokio::test]
+async fn storage_benchmarks_fail_below_the_blueprints_expected_performance() {
+    let expected = crate::blueprint::schema::FilesystemExpectation {
+        write_gb_per_s: Some(10.0),
+        read_gb_per_s: Some(0.3),
+        stat_ops: Some(50_000.0),
+        ..Default::default()
+    };
+    let mut model = lab_with_lustre(Some(expected));
+    // The blueprint's override wins over `expected`.
+    model.blueprint.acceptance.validators.push(ValidatorRef {
+        id: "storage-mdtest".to_owned(),
+        thresholds: [("create_ops".to_owned(), 1000.0)].into(),
+        skip: false,
+    });
+    let site = Site::everything(&model);
+    let ior = recorded("ior_3.3.0_2node_lustre_stampede2_posix_ssf.txt");
+    let mdtest = recorded("mdtest_1.9.3_2node_gpfs_ccr_verbose.txt");
+    let connector = storage_host("", ior, mdtest);
+    let outcome = run_all(&storage_benchmarks(), &model, &site, &connector, &two_nodes()).await;
+    let ior = &outcome.validators[0].subjects[0];
+    assert_eq!(ior.verdict, Verdict::Failed);
+    let lustre = model.filesystems.len() - 1;
+    assert_eq!(
+        ior.reason.as_deref(),
+        Some(
+            format!(
+                "aggregate write, mean over repetitions is 0.45 GB/s, required >= 10 GB/s (model: \
+                 `storage.filesystems[{lustre}].expected.write_gb_per_s` of `lustre`: 10 GB/s write): IOR 3.3.0+dev, 2 \
+                 tasks, 400 MiB on /scratch/01482/xdtas/ior.9BzrhiNHI"
+            )
+            .as_str()
+        )
+    );
+    // An IOR that prints no `Path` and no aggregate size: the explanation names the mount.
+    let bare: String = recorded("ior_3.3.0_2node_lustre_stampede2_posix_ssf.txt")
+        .lines()
+        .filter(|line| !line.starts_with("Path ") && !line.starts_with("aggregate filesize"))
+        .flat_map(|line| [line, "\n"])
+        .collect();
+    let plain = storage_host("", bare, recorded("mdtest_1.9.3_2node_gpfs_ccr_verbose.txt"));
+    let again = run_all(&storage_benchmarks(), &model, &site, &plain, &two_nodes()).await;
+    let reason = again.validators[0].subjects[0].reason.as_deref().unwrap_or_default();
+    assert!(reason.ends_with("10 GB/s write): IOR 3.3.0+dev, 2 tasks on /lustre"), "{reason}");
+    let read = ior.measurements.iter().find(|m| m.name.starts_with("aggregate read")).expect("read");
+    assert!(read.threshold.as_ref().is_some_and(|t| t.admits(read.value)), "0.35 GB/s meets 0.3: {read:?}");
+    let mdtest = &outcome.validators[1].subjects[0];
+    assert_eq!(mdtest.verdict, Verdict::Failed);
+    let reason = mdtest.reason.as_deref().unwrap_or_default();
+    assert!(
+        reason.starts_with(
+            "file creations per second, mean over iterations is 632.11 ops/s, required >= 1000 ops/s (blueprint: \
+             acceptance.validators[1].thresholds.create_ops)"
+        ),
+        "{reason}"
+    );
+    assert!(reason.ends_with(": mdtest 1.9.3, 16 tasks on 2 nodes, 10 iterations"), "{reason}");
+    let stat = mdtest.measurements.iter().find(|m| m.name.starts_with("file stats")).expect("stat");
+    assert!(stat.threshold.as_ref().is_some_and(|t| !t.admits(stat.value) && t.value == 50_000.0), "{stat:?}");
+}
+
+#[tokio::test]
+async fn storage_benchmarks_are_skipped_where_not_installed_or_without_a_shared_filesystem() {
+    let model = lab_with_lustre(None);
+    let site = Site::everything(&model);
+    let connector = fake(|_, script| {
+        assert!(script.contains("for program in ior;"), "nothing runs after a failed lookup: {script}");
+        (0, "node02 ior\n".to_owned(), String::new())
+    });
+    // mdtest is found, and its job is not run by this connector: --only keeps storage-ior.
+    let only = RunOptions { only: Some(["storage-ior".to_owned()].into()), ..two_nodes() };
+    let outcome = run_all(&storage_benchmarks(), &model, &site, &connector, &only).await;
+    assert_eq!(outcome.validators.len(), 1, "--only selects one");
+    let ior = &outcome.validators[0];
+    assert_eq!(ior.verdict(), Verdict::Skipped);
+    assert_eq!(
+        ior.subjects[0].reason.as_deref(),
+        Some(
+            "`ior` is not installed on `node02` (`command -v` finds no such program): install the ior package, or make it \
+             visible to non-interactive shells (e.g. `module load ior` in /etc/profile.d), or skip the validator \
+             (`acceptance.validators: [{ id: storage-ior, skip: true }]`)"
+        )
+    );
+    assert!(ior.subjects[0].evidence.as_ref().is_some_and(|e| e.output_tail == ["node02 ior"]), "{ior:?}");
+    assert!(outcome.node_verdicts.is_empty(), "a skip says nothing about the nodes");
+
+    // The lookup itself failing is an error, not a skip.
+    let broken = fake(|_, _| (2, String::new(), "sh: 1: command: not found\n".to_owned()));
+    let outcome = run_all(&storage_benchmarks(), &model, &site, &broken, &only).await;
+    let subject = &outcome.validators[0].subjects[0];
+    assert_eq!(subject.verdict, Verdict::Error);
+    assert_eq!(
+        subject.reason.as_deref(),
+        Some("looking up ior with `command -v` failed (exit status 2): sh: 1: command: not found")
+    );
+
+    // The lab declares no shared filesystem.
+    let bare = lab();
+    let idle = fake(|_, script| panic!("nothing runs: {script}"));
+    let outcome = run_all(&storage_benchmarks(), &bare, &Site::everything(&bare), &idle, &options()).await;
+    for result in &outcome.validators {
+        assert_eq!(result.verdict(), Verdict::Skipped);
+        assert_eq!(
+            result.subjects[0].reason.as_deref(),
+            Some("needs a shared filesystem mounted by the compute nodes: `storage.filesystems` declares none")
+        );
+    }
+    assert!(idle.log.lock().expect("log").is_empty(), "nothing ran");
+}
+
+#[tokio::test]
+async fn truncated_storage_outputs_cannot_be_parsed_and_name_the_line() {
+    let model = lab_with_lustre(None);
+    let site = Site::everything(&model);
+    let cut = |text: String, lines: usize| text.lines().take(lines).flat_map(|line| [line, "\n"]).collect::<String>();
+    let ior = cut(recorded("ior_3.3.0_2node_lustre_stampede2_posix_ssf.txt"), 40);
+    let mdtest = cut(recorded("mdtest_1.9.3_2node_gpfs_ccr_verbose.txt"), 325);
+    let connector = storage_host("", ior, mdtest);
+    let outcome = run_all(&storage_benchmarks(), &model, &site, &connector, &two_nodes()).await;
+    let reasons: Vec<(Verdict, &str)> = outcome
+        .validators
+        .iter()
+        .map(|result| (result.subjects[0].verdict, result.subjects[0].reason.as_deref().unwrap_or_default()))
+        .collect();
+    assert_eq!(reasons[0].0, Verdict::Error);
+    assert!(
+        reasons[0]
+            .1
+            .starts_with("ior parser: could not parse line 41: expected the `Finished` line (the output is truncated)"),
+        "{reasons:?}"
+    );
+    assert_eq!(reasons[1].0, Verdict::Error);
+    assert!(
+        reasons[1].1.starts_with("mdtest parser: could not parse line 326: expected the `-- finished at"),
+        "{reasons:?}"
+    );
+}
+
+#[tokio::test]
+async fn every_missing_program_is_named_with_its_hosts() {
+    let model = lab();
+    let site = Site::everything(&model);
+    let text = LINKS.replace("scope: node\n", "scope: node\nprograms: [ior, mdtest, ip]\n");
+    let connector = fake(|host, script| {
+        if script.starts_with("for program in ior mdtest ip;") {
+            let missing = if host == "node01" { "ior\nmdtest\n" } else { "" };
+            (0, missing.to_owned(), String::new())
+        } else {
+            (0, link("UP", 9000), String::new())
+        }
+    });
+    let outcome = run_all(&catalog(vec![spec(&text)]), &model, &site, &connector, &options()).await;
+    let subjects = &outcome.validators[0].subjects;
+    assert_eq!(subjects[0].verdict, Verdict::Skipped);
+    assert_eq!(
+        subjects[0].reason.as_deref(),
+        Some(
+            "`ior` is not installed on `node01`; `mdtest` is not installed on `node01` (`command -v` finds no such \
+             program): install the ior and mdtest packages, or make it visible to non-interactive shells (e.g. \
+             `module load ior` in /etc/profile.d), or skip the validator (`acceptance.validators: [{ id: links, skip: \
+             true }]`)"
+        )
+    );
+    assert!(subjects[1..].iter().all(|subject| subject.verdict == Verdict::Passed), "{subjects:?}");
+}
