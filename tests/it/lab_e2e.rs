@@ -12,6 +12,7 @@
 //! `TOOLKIT_KEEP_LAB=1` keeps the containers afterwards for a look inside.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -155,6 +156,7 @@ fn deploy_brings_the_lab_up_end_to_end() {
     check_acceptance(dir.path());
     check_drain_and_resume(dir.path());
     check_miswired_rails(dir.path());
+    check_bmc_stage_runs_first(dir.path());
 }
 
 /// The tenants' users, with the same UID on every host. On real clusters they come
@@ -585,4 +587,78 @@ impl Cable {
         let moved = Command::new("ip").args(["link", "set", &self.veth, "master", bridge]).output().expect("ip");
         assert!(moved.status.success(), "ip link set {} master {bridge}: {}", self.veth, text(&moved.stderr));
     }
+}
+
+/// A bare-metal head node: its BMC (sushy-tools' Redfish emulator) gets a hardware
+/// profile in the same deploy as a Slurm change. The API stage runs first and sets
+/// the BIOS; the SSH stage follows; afterwards the plan of both is empty.
+fn check_bmc_stage_runs_first(dir: &Path) {
+    let Some(bmc) = super::redfish::emulator(None) else {
+        assert!(std::env::var_os("TOOLKIT_REQUIRE_TOOLS").is_none(), "the Redfish emulator (.toolkit/venv) is missing");
+        eprintln!("skipped the BMC step: no Redfish emulator (.ci/setup installs it)");
+        return;
+    };
+    let path = dir.join("lab.yaml");
+    let blueprint = std::fs::read_to_string(&path).expect("blueprint");
+    let mut blueprint = edited(
+        &blueprint,
+        &[
+            (
+                "    roles: [controller, database, login]\n",
+                "    roles: [controller, database, login]\n    hardware_profile: head\n",
+            ),
+            ("max_time: 2-00:00:00", "max_time: 3-00:00:00"),
+        ],
+        "the lab blueprint",
+    );
+    blueprint.push_str("\nhardware_profiles:\n  head:\n    power: on\n    bios: { ProcTurboMode: Disabled }\n");
+    std::fs::write(&path, blueprint).expect("write blueprint");
+    let inventory = dir.join("inventory.yaml");
+    let mut listed = std::fs::read_to_string(&inventory).expect("inventory");
+    let _ = write!(
+        listed,
+        "bmcs:\n  head:\n    endpoint: http://127.0.0.1:{}\n    username: {{ env: TOOLKIT_TEST_BMC_USER }}\n    \
+         password: {{ env: TOOLKIT_TEST_BMC_PASSWORD }}\n",
+        bmc.port
+    );
+    std::fs::write(&inventory, listed).expect("write inventory");
+
+    let plan = with_bmc(dir, &["plan", "lab.yaml", "-i", "inventory.yaml"]);
+    let shown = format!("{}{}", text(&plan.stdout), text(&plan.stderr));
+    assert_eq!(plan.status.code(), Some(2), "{shown}");
+    assert!(shown.contains("bios ProcTurboMode on head") && shown.contains("Enabled → Disabled"), "{shown}");
+
+    let deploy = with_bmc(dir, &["deploy", "lab.yaml", "-i", "inventory.yaml", "--yes"]);
+    let log = text(&deploy.stderr);
+    assert_success(&deploy, "deploy with a BMC");
+    let api = log.find("API stage (BMCs and cloud)").unwrap_or_else(|| panic!("no API stage:\n{log}"));
+    let ssh = log.find("changed: head:file:/etc/slurm/slurm.conf").unwrap_or_else(|| panic!("no SSH change:\n{log}"));
+    assert!(api < ssh, "the API stage runs before the SSH stage:\n{log}");
+    let partition = exec_ok(dir, "head", &["scontrol", "show", "partition", "gpu"]);
+    assert!(partition.contains("MaxTime=3-00:00:00"), "{partition}");
+
+    // Both stages converged: the BIOS is read back through Redfish as set.
+    let plan = with_bmc(dir, &["plan", "lab.yaml", "-i", "inventory.yaml", "--stage", "api", "--output", "json"]);
+    assert_eq!(plan.status.code(), Some(0), "{}", text(&plan.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).expect("plan JSON");
+    let bios = plan["changes"].as_array().expect("changes").iter().find(|c| c["id"] == "head:bios:ProcTurboMode");
+    assert_eq!(bios.map(|c| (c["action"].clone(), c["before"].clone())), Some(("no-op".into(), "Disabled".into())));
+    let plan = with_bmc(dir, &["plan", "lab.yaml", "-i", "inventory.yaml"]);
+    assert_success(&plan, "the plan of both stages after the deploy");
+}
+
+/// `toolkit` with the emulator's credentials in the environment the inventory names;
+/// the password must never be printed.
+fn with_bmc(dir: &Path, args: &[&str]) -> Output {
+    let output = Command::new(env!("CARGO_BIN_EXE_toolkit"))
+        .args(args)
+        .current_dir(dir)
+        .env("TOOLKIT_TEST_BMC_USER", super::redfish::USER)
+        .env("TOOLKIT_TEST_BMC_PASSWORD", super::redfish::PASSWORD)
+        .stdin(Stdio::null())
+        .output()
+        .expect("toolkit runs");
+    let all = format!("{}{}", text(&output.stdout), text(&output.stderr));
+    assert!(!all.contains(super::redfish::PASSWORD), "the BMC password leaked:\n{all}");
+    output
 }

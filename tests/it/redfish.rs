@@ -112,13 +112,13 @@ fn system_program(program: &str, package: &str) -> Option<PathBuf> {
     found
 }
 
-const USER: &str = "operator";
-const PASSWORD: &str = "Pa55-Sushy-S3cret";
+pub(crate) const USER: &str = "operator";
+pub(crate) const PASSWORD: &str = "Pa55-Sushy-S3cret";
 const SYSTEM_UUID: &str = "6c1e2a8e-0f7b-4b9e-9a57-3f1d2c4b5a60";
 const MACS: [&str; 2] = ["52:54:00:aa:00:01", "52:54:00:aa:00:02"];
 
 /// TLS files for the emulator, when a test wants HTTPS.
-struct Tls {
+pub(crate) struct Tls {
     ca: PathBuf,
     certificate: PathBuf,
     key: PathBuf,
@@ -126,7 +126,7 @@ struct Tls {
 
 /// Starts the emulator with one system (`node01`, On, two NICs, a BIOS) behind basic
 /// auth; `None` when the emulator is not installed.
-fn emulator(tls: Option<&Tls>) -> Option<Server> {
+pub(crate) fn emulator(tls: Option<&Tls>) -> Option<Server> {
     let python = venv_program("python")?;
     venv_program("sushy-emulator")?;
     let dir = tempfile::tempdir().expect("tempdir");
