@@ -6,11 +6,19 @@ Generates rail-optimized RoCE blueprints (8 GPUs and 8 x 400G rails per node,
 `toolkit plan --offline` on each in its own process (release build) and prints the
 median wall time over RUNS runs and the peak resident memory of that process.
 
-    python3 benches/plan_scale.py            # all sizes
+The blueprints declare what a real cluster declares: a `software:` section (driver
+pinned with Fabric Manager, DOCA-OFED, peermem, DCGM, enroot/pyxis, as in
+blueprints/h100-superpod-1su.yaml), which adds ~30 resources per GPU node. With
+SOFTWARE=both each size is also measured without that section (the figure before the
+section existed), printed as a second line and as `software=no` in the summary.
+
+    python3 benches/plan_scale.py            # all sizes, with the software section
     python3 benches/plan_scale.py 4096       # some sizes
     RUNS=5 python3 benches/plan_scale.py
+    SOFTWARE=both python3 benches/plan_scale.py 4096   # with and without it
 
-Prints one line per size, then `plan_scale n=<n> seconds=<s> peak_mib=<m> ...` lines.
+Prints one line per size (and variant), then
+`plan_scale n=<n> software=<yes|no> seconds=<s> peak_mib=<m>` lines.
 """
 import os
 import resource
@@ -23,9 +31,24 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZES = [int(a) for a in sys.argv[1:]] or [32, 1024, 4096, 32768]
 RUNS = int(os.environ.get("RUNS", "3"))
+SOFTWARE = os.environ.get("SOFTWARE", "yes")
+if SOFTWARE not in ("yes", "both"):
+    sys.exit(f"SOFTWARE={SOFTWARE}: expected `yes` (default) or `both`")
+
+# What the GPU nodes run besides the OS (h100-superpod-1su.yaml, on RoCE: DOCA-OFED).
+SOFTWARE_SECTION = """software:
+  os: ubuntu2204
+  gpu_driver: { version: 550.127.05, kernel_modules: open }
+  fabric_manager: auto
+  network: { stack: doca-ofed, version: 2.9.1 }
+  peermem: true
+  dcgm: { major: 4, diag_level: 3 }
+  containers: { enroot: 3.5.0, pyxis: 0.20.0 }
+  persistenced: true
+"""
 
 
-def blueprint(nodes: int) -> str:
+def blueprint(nodes: int, software: bool) -> str:
     half_gpus = nodes * 8 // 2
     return f"""version: 1
 cluster: {{ name: scale{nodes} }}
@@ -60,7 +83,7 @@ scheduler:
 tenants:
   - {{ name: team-a, users: [alice], guaranteed_gpus: {half_gpus} }}
   - {{ name: team-b, users: [bob], guaranteed_gpus: {half_gpus} }}
-"""
+""" + (SOFTWARE_SECTION if software else "")
 
 
 def run_once(binary: str, path: str) -> tuple[float, float]:
@@ -85,16 +108,19 @@ def main() -> None:
     binary = os.path.join(ROOT, "target", "release", "toolkit")
     summary = []
     with tempfile.TemporaryDirectory() as tmp:
+        variants = [True, False] if SOFTWARE == "both" else [True]
         for nodes in SIZES:
-            path = os.path.join(tmp, f"scale{nodes}.yaml")
-            with open(path, "w") as f:
-                f.write(blueprint(nodes))
-            runs = [run_once(binary, path) for _ in range(RUNS)]
-            seconds = statistics.median(r[0] for r in runs)
-            peak = max(r[1] for r in runs)
-            print(f"{nodes:>6} nodes {nodes * 8:>7} GPUs  median {seconds:7.3f} s  peak {peak:8.1f} MiB"
-                  f"  ({peak / nodes * 1024:.1f} KiB/node)")
-            summary.append(f"plan_scale n={nodes} seconds={seconds:.3f} peak_mib={peak:.1f}")
+            for software in variants:
+                label = "yes" if software else "no"
+                path = os.path.join(tmp, f"scale{nodes}-software-{label}.yaml")
+                with open(path, "w") as f:
+                    f.write(blueprint(nodes, software))
+                runs = [run_once(binary, path) for _ in range(RUNS)]
+                seconds = statistics.median(r[0] for r in runs)
+                peak = max(r[1] for r in runs)
+                print(f"{nodes:>6} nodes {nodes * 8:>7} GPUs  software {label:<3}  median {seconds:7.3f} s"
+                      f"  peak {peak:8.1f} MiB  ({peak / nodes * 1024:.1f} KiB/node)")
+                summary.append(f"plan_scale n={nodes} software={label} seconds={seconds:.3f} peak_mib={peak:.1f}")
     print("\n".join(summary))
 
 

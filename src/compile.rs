@@ -53,7 +53,11 @@ pub fn compile(
     })?;
     let api = render::api::resources(&model, inventory);
     let mut all = api.resources;
-    if api.gates.is_empty() {
+    if all.is_empty() && api.gates.is_empty() {
+        // No API objects (no inventory, or none with a BMC or cloud): the rendered
+        // resources as they are, not copied into a second vector.
+        all = resources;
+    } else if api.gates.is_empty() {
         all.extend(resources);
     } else {
         all.extend(resources.into_iter().map(|mut resource| {

@@ -45,7 +45,9 @@ impl ResourceGraph {
 /// for ids used twice, `dependency-cycle` naming every resource of each cycle.
 pub fn build(resources: Vec<Resource>) -> Result<ResourceGraph, Diagnostics> {
     let mut diagnostics = Diagnostics::default();
-    let mut index: HashMap<&ResourceId, usize> = HashMap::with_capacity(resources.len());
+    // foldhash: hundreds of thousands of ids at scale, none chosen by an adversary.
+    let mut index: HashMap<&ResourceId, usize, foldhash::fast::RandomState> =
+        HashMap::with_capacity_and_hasher(resources.len(), foldhash::fast::RandomState::default());
     for (position, resource) in resources.iter().enumerate() {
         if index.insert(&resource.id, position).is_some() {
             diagnostics.push(

@@ -4,7 +4,7 @@
 //! service or guarded command on one host or switch, or an API object (BMC, cloud),
 //! with a stable id that keys the plan and the state file, and the ids it depends on.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -50,7 +50,9 @@ struct ContentInner {
 impl Content {
     /// Wraps and hashes `text`.
     #[must_use]
-    pub fn new(text: String) -> Self {
+    pub fn new(mut text: String) -> Self {
+        // Rendered text grows by doubling; the spare capacity would live as long as the plan.
+        text.shrink_to_fit();
         let sha256 = hex::encode(Sha256::digest(text.as_bytes()));
         Self(Arc::new(ContentInner { text, sha256 }))
     }
@@ -185,7 +187,7 @@ pub enum Desired {
     },
     /// An object behind an HTTP API: a BMC's power, boot override or BIOS attribute,
     /// a cloud instance or placement group. Set before the host is reached over SSH.
-    Api(ApiDesired),
+    Api(Box<ApiDesired>),
 }
 
 impl Desired {
@@ -208,17 +210,33 @@ impl Desired {
     pub fn fingerprint(&self) -> String {
         match self {
             Self::File { content, mode, owner, group, .. } => {
-                format!("sha256:{} mode:{mode:o} owner:{owner}:{group}", content.sha256())
+                // Sized up front: one per file resource, all alive in the plan at once.
+                let mut text = String::with_capacity(32 + content.sha256().len() + owner.len() + group.len());
+                let _ = write!(text, "sha256:{} mode:{mode:o} owner:{owner}:{group}", content.sha256());
+                text
             }
             Self::Directory { mode, owner, .. } => format!("dir mode:{mode:o} owner:{owner}"),
             Self::Package { name } => format!("package:{name}"),
             Self::Service { enabled, running, .. } => format!("service enabled:{enabled} running:{running}"),
             Self::Command { argv, creates, unless, .. } => {
-                let digest = Sha256::digest(format!("{argv:?}{creates:?}{unless:?}").as_bytes());
+                // Hashes the Debug text as it is written, without building it first.
+                let mut hasher = HashWriter(Sha256::new());
+                let _ = write!(hasher, "{argv:?}{creates:?}{unless:?}");
+                let digest = hasher.0.finalize();
                 format!("command:{}", hex::encode(&digest[..8]))
             }
             Self::Api(item) => item.value().unwrap_or_else(|| "absent".to_owned()),
         }
+    }
+}
+
+/// Feeds formatted text straight into a SHA-256.
+struct HashWriter(Sha256);
+
+impl fmt::Write for HashWriter {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        self.0.update(text.as_bytes());
+        Ok(())
     }
 }
 

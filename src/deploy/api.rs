@@ -44,7 +44,7 @@ pub fn items(graph: &ResourceGraph) -> Vec<(usize, &ApiDesired)> {
         .iter()
         .enumerate()
         .filter_map(|(index, resource)| match &resource.desired {
-            Desired::Api(item) => Some((index, item)),
+            Desired::Api(item) => Some((index, item.as_ref())),
             _ => None,
         })
         .collect()
@@ -648,7 +648,7 @@ mod tests {
                 Resource::new(
                     Target { name: item.target().to_owned(), kind: TargetKind::Node },
                     &name,
-                    Desired::Api(item),
+                    Desired::Api(Box::new(item)),
                 )
             })
             .collect();

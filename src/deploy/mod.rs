@@ -145,7 +145,7 @@ mod tests {
         for host in hosts {
             let power = ApiDesired::Power { host: (*host).to_owned(), state: PowerState::On };
             let gate = ResourceId(power.id());
-            resources.push(Resource::new(target(host), "system", Desired::Api(power)));
+            resources.push(Resource::new(target(host), "system", Desired::Api(Box::new(power))));
             let package = Desired::Package { name: "munge".into() };
             resources.push(Resource::new(target(host), "munge", package).after([gate]));
         }

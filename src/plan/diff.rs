@@ -7,6 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use foldhash::fast::RandomState;
 use similar::TextDiff;
 
 use super::state::State;
@@ -29,13 +30,12 @@ pub struct PlanInputs {
 #[must_use]
 pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
     let mut changes = Vec::with_capacity(graph.resources.len());
-    let mut changed_files: HashSet<&str> = HashSet::new();
-    let mut desired_ids: HashSet<&str> = HashSet::with_capacity(graph.resources.len());
+    // foldhash: ids at scale, none chosen by an adversary.
+    let mut changed_files: HashSet<&str, RandomState> = HashSet::default();
     let mut diff_cache: HashMap<(&str, &str), Option<String>> = HashMap::new();
 
     for &index in &graph.order {
         let resource = &graph.resources[index];
-        desired_ids.insert(resource.id.as_str());
         let recorded = state.resources.get(resource.id.as_str());
         let after = resource.desired.fingerprint();
         let (mut action, mut reason) = match recorded {
@@ -91,6 +91,12 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
             secret,
         });
     }
+    // Only a recorded state can have resources no longer desired.
+    let desired_ids: HashSet<&str, RandomState> = if state.resources.is_empty() {
+        HashSet::default()
+    } else {
+        graph.resources.iter().map(|resource| resource.id.as_str()).collect()
+    };
     for (id, recorded) in &state.resources {
         if !desired_ids.contains(id.as_str()) {
             let (target, name) = split_id(id);

@@ -36,7 +36,7 @@ fn target(name: &str) -> Target {
 
 fn resource(item: ApiDesired, after: impl IntoIterator<Item = ResourceId>) -> Resource {
     let name = item.name();
-    Resource::new(target(item.target()), &name, Desired::Api(item)).after(after)
+    Resource::new(target(item.target()), &name, Desired::Api(Box::new(item))).after(after)
 }
 
 /// The API resources of `model` on `inventory` (none without an inventory).
@@ -229,9 +229,8 @@ cloud:
         assert_eq!(api.gates["head"].as_str(), "head:power:system");
         assert_eq!(api.gates["gpu01"].as_str(), "gpu01:instance:mixed");
         assert_eq!(api.firmware["head"]["BIOS"], "2.4.0");
-        let Desired::Api(ApiDesired::Instance { interfaces, placement_group, .. }) = &api.resources[4].desired else {
-            panic!("an instance");
-        };
+        let Desired::Api(item) = &api.resources[4].desired else { panic!("an API object") };
+        let ApiDesired::Instance { interfaces, placement_group, .. } = item.as_ref() else { panic!("an instance") };
         assert_eq!(placement_group.as_deref(), Some("pg"));
         let layout: Vec<(&str, u32, u32, Option<&str>)> = interfaces
             .iter()

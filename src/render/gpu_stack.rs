@@ -91,25 +91,41 @@ pub fn render(
             .map(|node| node.name.as_str())
             .filter(|name| !is_fake(inventory, name))
             .collect();
-        if real.is_empty() {
-            continue;
-        }
+        let Some(&first_name) = real.first() else { continue };
         let files = GroupFiles::new(model, group, stack, renderer)?;
         if cluster_pyxis.is_none()
             && let (Some(containers), Some(plugstack)) = (&stack.containers, &files.plugstack)
         {
             cluster_pyxis = Some((containers.pyxis.clone(), plugstack.clone()));
         }
-        for name in real {
-            let target = node_target(name);
-            node_resources(&target, stack, &files, out);
+        // Every node of the group gets the same resources but for its name: rendered
+        // once for the first node, copied for the others with ids and target renamed
+        // (thousands of nodes per group; formatting each one's scripts was most of the
+        // time of this stage).
+        let start = out.len();
+        let first = node_target(first_name);
+        node_resources(&first, stack, &files, out);
+        let pyxis = if slurm
+            && group.has_role(Role::Compute)
+            && let (Some(containers), Some(plugstack)) = (&stack.containers, &files.plugstack)
+        {
+            Some(pyxis_resources(&first, &containers.pyxis, plugstack, true, out))
+        } else {
+            None
+        };
+        let end = out.len();
+        out.reserve((end - start) * (real.len() - 1));
+        for (position, &name) in real.iter().enumerate() {
             with_stack.insert(name);
-            if slurm
-                && group.has_role(Role::Compute)
-                && let (Some(containers), Some(plugstack)) = (&stack.containers, &files.plugstack)
-            {
-                let ids = pyxis_resources(&target, &containers.pyxis, plugstack, true, out);
-                plugstacks.insert(name.to_owned(), ids);
+            if position > 0 {
+                let target = node_target(name);
+                for index in start..end {
+                    let copy = retarget(&out[index], &target);
+                    out.push(copy);
+                }
+            }
+            if let Some((conf, build)) = &pyxis {
+                plugstacks.insert(name.to_owned(), (rename(conf, &first.name, name), rename(build, &first.name, name)));
             }
         }
     }
@@ -130,6 +146,37 @@ pub fn render(
     Ok(())
 }
 
+/// A copy of `prototype` on `target`: its id and every id it refers to on the
+/// prototype's own target renamed (ids on other targets stay).
+fn retarget(prototype: &Resource, target: &Target) -> Resource {
+    let from = prototype.target.name.as_str();
+    let mut desired = prototype.desired.clone();
+    if let Desired::Service { watches, .. } = &mut desired {
+        for id in watches.iter_mut() {
+            *id = rename(id, from, &target.name);
+        }
+    }
+    Resource {
+        id: rename(&prototype.id, from, &target.name),
+        target: target.clone(),
+        desired,
+        depends_on: prototype.depends_on.iter().map(|id| rename(id, from, &target.name)).collect(),
+    }
+}
+
+/// `id` with target `from` replaced by `to` (`from:kind:name` → `to:kind:name`).
+fn rename(id: &ResourceId, from: &str, to: &str) -> ResourceId {
+    match id.0.strip_prefix(from).filter(|rest| rest.starts_with(':')) {
+        Some(rest) => {
+            let mut renamed = String::with_capacity(to.len() + rest.len());
+            renamed.push_str(to);
+            renamed.push_str(rest);
+            ResourceId(renamed)
+        }
+        None => id.clone(),
+    }
+}
+
 fn is_fake(inventory: Option<&Inventory>, name: &str) -> bool {
     inventory.and_then(|inventory| inventory.hosts.get(name)).is_some_and(|host| host.fake_gpu_devices)
 }
@@ -146,13 +193,14 @@ fn restart_slurmd_on_plugstack(plugstacks: &HashMap<String, (ResourceId, Resourc
         return;
     }
     for resource in out.iter_mut() {
-        let Some((file, build)) = plugstacks.get(&resource.target.name) else { continue };
-        if let Desired::Service { name, watches, .. } = &mut resource.desired
-            && name == "slurmd"
-        {
-            watches.push(file.clone());
-            resource.depends_on.extend([file.clone(), build.clone()]);
+        // The cheap test first: one resource in dozens is a slurmd.
+        let Desired::Service { name, watches, .. } = &mut resource.desired else { continue };
+        if name != "slurmd" {
+            continue;
         }
+        let Some((file, build)) = plugstacks.get(&resource.target.name) else { continue };
+        watches.push(file.clone());
+        resource.depends_on.extend([file.clone(), build.clone()]);
     }
 }
 
@@ -549,6 +597,29 @@ mod tests {
         let resource = driver_install(&node_target("here"), pin, &packages);
         let Desired::Command { unless: Some(unless), .. } = resource.desired else { panic!("a guarded command") };
         Command::new(&unless[0]).args(&unless[1..]).status().expect("sh runs").success()
+    }
+
+    #[test]
+    fn a_copy_renames_its_own_targets_ids_only() {
+        let prototype = service(
+            &node_target("gpu001"),
+            "nvidia-dcgm",
+            vec![ResourceId::new("gpu001", "package", "dcgm"), ResourceId::new("ctl01", "package", "slurmctld")],
+        );
+        let mut prototype = prototype;
+        if let Desired::Service { watches, .. } = &mut prototype.desired {
+            watches.push(ResourceId::new("gpu001", "file", "/etc/dcgm.conf"));
+        }
+        let copy = retarget(&prototype, &node_target("gpu0012"));
+        assert_eq!(copy.id.as_str(), "gpu0012:service:nvidia-dcgm");
+        assert_eq!(copy.target.name, "gpu0012");
+        let after: Vec<&str> = copy.depends_on.iter().map(ResourceId::as_str).collect();
+        assert_eq!(after, ["gpu0012:package:dcgm", "ctl01:package:slurmctld"]);
+        let Desired::Service { watches, .. } = &copy.desired else { panic!("a service") };
+        assert_eq!(watches, &[ResourceId::new("gpu0012", "file", "/etc/dcgm.conf")]);
+        // A target whose name extends another's is not the same target.
+        let other = ResourceId::new("gpu0010", "package", "curl");
+        assert_eq!(rename(&other, "gpu001", "gpu002"), other);
     }
 
     #[test]

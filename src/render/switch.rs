@@ -166,6 +166,19 @@ fn render_ethernet(
             }
         }
     }
+    // BGP sessions per switch (one per fabric link it ends), counted in one pass over
+    // the links: per switch, a scan of every link was quadratic in the fabric size.
+    let mut sessions_of = vec![0_usize; model.fabric.switches.len()];
+    for link in &model.fabric.links {
+        if let Some(count) = sessions_of.get_mut(link.lower) {
+            *count += 1;
+        }
+        if link.upper != link.lower
+            && let Some(count) = sessions_of.get_mut(link.upper)
+        {
+            *count += 1;
+        }
+    }
     let mut frr_shared = None;
     let mut link_namer = None;
     for (index, switch) in model.fabric.switches.iter().enumerate() {
@@ -188,7 +201,7 @@ fn render_ethernet(
                     };
                     namer.render(&switch_target(&switch.name), &links, out)?
                 };
-                let sessions = model.fabric.links.iter().filter(|l| l.lower == index || l.upper == index).count();
+                let sessions = sessions_of[index];
                 render_frr(&view, shared, ports_named, sessions, renderer, out)?;
             }
             SwitchOs::CumulusNvue => {

@@ -120,6 +120,18 @@ fn h100_infiniband_node_stack() {
     insta::assert_snapshot!("h100_dgx001_gpu_stack", text);
 }
 
+/// The stack is rendered for a group's first node and copied to the others: every node
+/// gets the golden node's resources under its own name, the slurmd restart included.
+#[test]
+fn every_node_of_a_group_gets_the_first_nodes_stack() {
+    for (name, first, last) in [("h100-superpod-1su", "dgx001", "dgx031"), ("h200-roce-64", "gpu001", "gpu064")] {
+        let expected = stack_of(name, first).replace(first, last);
+        let text = stack_of(name, last);
+        assert!(text.contains(&format!("{last}:service:nvidia-dcgm")), "{text}");
+        assert_eq!(text, expected, "{name}: {last} differs from {first}");
+    }
+}
+
 #[test]
 fn h200_roce_node_stack() {
     let text = stack_of("h200-roce-64", "gpu001");
