@@ -2,7 +2,7 @@
 //! network interface per rail, ownership tags, describe and terminate by tag.
 //!
 //! Stage: apply (cloud). Input: a [`ClusterSpec`]. Output: [`Instance`]s, and the
-//! inventory they make ([`instances_to_inventory`]). Every instance and interface is
+//! inventory they make ([`instance_hosts`]). Every instance and interface is
 //! tagged `toolkit:cluster=<cluster>` and `toolkit:node=<host>`; termination acts only
 //! on instances that carry this cluster's tag, checked again on the answer itself so
 //! that a filter the service ignored cannot widen it.
@@ -16,7 +16,6 @@ use sha2::{Digest, Sha256};
 use super::CloudError;
 use super::query::QueryClient;
 use super::sigv4::AwsCredentials;
-use crate::inventory::Inventory;
 use crate::inventory::schema::Host;
 
 /// Tag naming the cluster that owns a resource.
@@ -576,26 +575,38 @@ fn run_instances_params(
     params
 }
 
-/// The inventory of running instances: one host per `toolkit:node` tag, addressed
-/// by its primary private IP, rail MACs from its interfaces in rail order. Instances
-/// without a node tag or an address (terminated ones) are left out.
+/// The hosts of running instances, as the SSH stage reaches them: one per
+/// `toolkit:node` tag, addressed by its interface in `management_subnet` (else its
+/// primary private IP), rail MACs by the position of each interface's subnet in
+/// `rail_subnets`. Instances without a node tag or an address (terminated ones) are
+/// left out.
 #[must_use]
-pub fn instances_to_inventory(instances: &[Instance]) -> Inventory {
+pub fn instance_hosts(
+    instances: &[Instance],
+    management_subnet: &str,
+    rail_subnets: &[String],
+) -> BTreeMap<String, Host> {
     let mut hosts = BTreeMap::new();
     for instance in instances.iter().filter(|instance| !instance.is_terminated()) {
-        let (Some(node), Some(address)) = (instance.tag(NODE_TAG), instance.private_ip_address.as_ref()) else {
-            continue;
-        };
-        let rail_macs = instance
-            .interfaces()
-            .into_iter()
-            .enumerate()
-            .filter_map(|(rail, interface)| interface.mac_address.clone().map(|mac| (rail as u32, mac)))
+        let Some(node) = instance.tag(NODE_TAG) else { continue };
+        let interfaces = instance.interfaces();
+        let management = interfaces
+            .iter()
+            .find(|interface| interface.subnet_id.as_deref() == Some(management_subnet))
+            .and_then(|interface| interface.private_ip_address.clone())
+            .or_else(|| instance.private_ip_address.clone());
+        let Some(address) = management else { continue };
+        let rail_macs = interfaces
+            .iter()
+            .filter_map(|interface| {
+                let rail = rail_subnets.iter().position(|subnet| Some(subnet) == interface.subnet_id.as_ref())?;
+                Some((u32::try_from(rail).ok()?, interface.mac_address.clone()?))
+            })
             .collect();
         hosts.insert(
             node.to_owned(),
             Host {
-                address: address.clone(),
+                address,
                 port: None,
                 user: None,
                 sudo: None,
@@ -607,17 +618,7 @@ pub fn instances_to_inventory(instances: &[Instance]) -> Inventory {
             },
         );
     }
-    Inventory {
-        version: 1,
-        defaults: crate::inventory::schema::Connection::default(),
-        bastions: BTreeMap::new(),
-        hosts,
-        switches: BTreeMap::new(),
-        bmcs: BTreeMap::new(),
-        secrets: crate::inventory::schema::Secrets::default(),
-        state_file: None,
-        cloud: None,
-    }
+    hosts
 }
 
 #[cfg(test)]
@@ -683,9 +684,9 @@ mod tests {
             <item><key>toolkit:node</key><value>gpu01</value></item>
           </tagSet>
           <networkInterfaceSet>
-            <item><networkInterfaceId>eni-2</networkInterfaceId><macAddress>02:00:00:00:00:02</macAddress>
+            <item><networkInterfaceId>eni-2</networkInterfaceId><macAddress>02:00:00:00:00:02</macAddress><subnetId>subnet-r1</subnetId>
               <attachment><deviceIndex>1</deviceIndex><networkCardIndex>1</networkCardIndex></attachment></item>
-            <item><networkInterfaceId>eni-1</networkInterfaceId><macAddress>02:00:00:00:00:01</macAddress>
+            <item><networkInterfaceId>eni-1</networkInterfaceId><macAddress>02:00:00:00:00:01</macAddress><subnetId>subnet-r0</subnetId>
               <attachment><deviceIndex>0</deviceIndex><networkCardIndex>0</networkCardIndex></attachment></item>
           </networkInterfaceSet>
         </item>
@@ -709,9 +710,9 @@ mod tests {
         assert_eq!(instances[0].placement.group_name.as_deref(), Some("pg"));
         assert_eq!(instances[0].interfaces()[0].id, "eni-1");
         assert!(instances[1].is_terminated());
-        let inventory = instances_to_inventory(&instances);
-        assert_eq!(inventory.hosts.keys().collect::<Vec<_>>(), ["gpu01"]);
-        let host = &inventory.hosts["gpu01"];
+        let hosts = instance_hosts(&instances, "subnet-mgmt", &["subnet-r0".to_owned(), "subnet-r1".to_owned()]);
+        assert_eq!(hosts.keys().collect::<Vec<_>>(), ["gpu01"]);
+        let host = &hosts["gpu01"];
         assert_eq!(host.address, "10.0.0.5");
         assert_eq!(host.rail_macs.get(&0).map(String::as_str), Some("02:00:00:00:00:01"));
         assert_eq!(host.rail_macs.get(&1).map(String::as_str), Some("02:00:00:00:00:02"));

@@ -3,7 +3,7 @@
 //! Stage: apply (cloud targets); its output feeds load. Input: a [`ClusterSpec`] (nodes,
 //! image, instance type, one subnet per rail) and credentials. Output: running
 //! [`Instance`]s tagged with their cluster and node, and from them an
-//! [`Inventory`](crate::inventory::Inventory) ([`instances_to_inventory`]) that the rest
+//! [`Inventory`](crate::inventory::Inventory) ([`instance_hosts`]) that the rest
 //! of the pipeline deploys to.
 //!
 //! - [`sigv4`]: request signing (AWS Signature Version 4 through `aws-sigv4`).
@@ -16,9 +16,7 @@ pub mod sigv4;
 
 use thiserror::Error;
 
-pub use ec2::{
-    CLUSTER_TAG, ClusterSpec, Ec2, Filter, Instance, NODE_TAG, NodeSpec, RailInterface, instances_to_inventory,
-};
+pub use ec2::{CLUSTER_TAG, ClusterSpec, Ec2, Filter, Instance, NODE_TAG, NodeSpec, RailInterface, instance_hosts};
 pub use query::QueryClient;
 pub use sigv4::{AwsCredentials, SignError};
 

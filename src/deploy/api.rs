@@ -23,9 +23,9 @@ use futures::StreamExt as _;
 use crate::apply::{ApplyReport, Outcome, ResourceOutcome, SkipReason};
 use crate::bmc::resources::{self, ApiDesired, Observed};
 use crate::bmc::{BmcConfig, PowerState, Redfish, ResetType, firmware_check};
-use crate::cloud::{AwsCredentials, CLUSTER_TAG, Ec2, Instance, NODE_TAG};
+use crate::cloud::{AwsCredentials, CLUSTER_TAG, Ec2, Instance, NODE_TAG, instance_hosts};
 use crate::graph::ResourceGraph;
-use crate::inventory::schema::{Cloud, Host};
+use crate::inventory::schema::Cloud;
 use crate::inventory::{CloudHosts, Inventory, secrets};
 use crate::plan::{Action, Change, Plan};
 use crate::resource::{Desired, ResourceId};
@@ -526,45 +526,6 @@ async fn replace_and_run(
     Ok(instance.id)
 }
 
-/// The hosts of the cluster's running instances, as the SSH stage reaches them: the
-/// management interface's private address; rail MACs by rail subnet.
-#[must_use]
-pub fn instance_hosts(instances: &[Instance], cloud: &Cloud) -> BTreeMap<String, Host> {
-    let mut hosts = BTreeMap::new();
-    for instance in instances.iter().filter(|instance| !instance.is_terminated()) {
-        let Some(node) = instance.tag(NODE_TAG) else { continue };
-        let interfaces = instance.interfaces();
-        let management = interfaces
-            .iter()
-            .find(|interface| interface.subnet_id.as_deref() == Some(cloud.management_subnet.as_str()))
-            .and_then(|interface| interface.private_ip_address.clone())
-            .or_else(|| instance.private_ip_address.clone());
-        let Some(address) = management else { continue };
-        let rail_macs = interfaces
-            .iter()
-            .filter_map(|interface| {
-                let rail = cloud.rail_subnets.iter().position(|subnet| Some(subnet) == interface.subnet_id.as_ref())?;
-                Some((u32::try_from(rail).ok()?, interface.mac_address.clone()?))
-            })
-            .collect();
-        hosts.insert(
-            node.to_owned(),
-            Host {
-                address,
-                port: None,
-                user: None,
-                sudo: None,
-                identity_file: None,
-                proxy_jump: None,
-                rail_macs,
-                fake_gpu_devices: false,
-                vars: BTreeMap::new(),
-            },
-        );
-    }
-    hosts
-}
-
 async fn write_hosts(
     ec2: &Ec2,
     cloud: &Cloud,
@@ -574,7 +535,10 @@ async fn write_hosts(
 ) -> Result<std::path::PathBuf, String> {
     let path = crate::inventory::cloud_hosts_path(inventory_path, inventory).ok_or("no `cloud` section")?;
     let instances = ec2.cluster_instances(cluster).await.map_err(|error| error.to_string())?;
-    let hosts = CloudHosts { cluster: cluster.to_owned(), hosts: instance_hosts(&instances, cloud) };
+    let hosts = CloudHosts {
+        cluster: cluster.to_owned(),
+        hosts: instance_hosts(&instances, &cloud.management_subnet, &cloud.rail_subnets),
+    };
     let text = serde_norway::to_string(&hosts).map_err(|error| error.to_string())?;
     let header = "# Written by `toolkit deploy` from the cluster's running instances; loaded with the inventory.\n";
     crate::plan::state::write_atomic(&path, format!("{header}{text}").as_bytes()).map_err(|error| error.to_string())?;

@@ -13,7 +13,7 @@ use serde_json::json;
 use toolkit::bmc::resources::{ApiDesired, diff, observe_cloud};
 use toolkit::cloud::{
     AwsCredentials, CLUSTER_TAG, ClusterSpec, Ec2, Filter, NODE_TAG, NodeSpec, QueryClient, RailInterface,
-    instances_to_inventory,
+    instance_hosts,
 };
 use toolkit::plan::Action;
 
@@ -167,10 +167,10 @@ async fn runs_a_tagged_cluster_with_rail_interfaces_and_terminates_only_it() {
     );
 
     // The instances are the inventory's hosts.
-    let inventory = instances_to_inventory(&described);
-    assert_eq!(inventory.hosts.keys().map(String::as_str).collect::<Vec<_>>(), ["gpu01", "gpu02"]);
+    let hosts = instance_hosts(&described, "no-management-subnet", &subnets);
+    assert_eq!(hosts.keys().map(String::as_str).collect::<Vec<_>>(), ["gpu01", "gpu02"]);
     for instance in &described {
-        let host = &inventory.hosts[instance.tag(NODE_TAG).expect("node tag")];
+        let host = &hosts[instance.tag(NODE_TAG).expect("node tag")];
         assert_eq!(Some(&host.address), instance.private_ip_address.as_ref());
         assert!(host.address.starts_with("10.0.0."), "{}", host.address);
         assert_eq!(host.rail_macs.len(), 2);
