@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use toolkit::model::Model;
 
 use super::lab::{ONE_LAB_AT_A_TIME, missing_prerequisite, text, toolkit};
+use super::redfish::toolkit_metal;
 
 const CLUSTER: &str = "lab-e2e";
 
@@ -260,18 +261,7 @@ fn check_slurm(dir: &Path, model: &Model) {
     names.sort_unstable();
     assert_eq!(names, compute, "srun -N{count} hostname");
 
-    // A node is `completing` for a moment after the step; then idle.
-    let deadline = Instant::now() + Duration::from_mins(1);
-    loop {
-        let sinfo = exec_ok(dir, &controller, &["sinfo", "--noheader", "--Node", "--format=%N %T"]);
-        let states: BTreeMap<&str, &str> =
-            sinfo.lines().filter_map(|line| line.split_once(' ')).map(|(n, s)| (n, s.trim())).collect();
-        if compute.iter().all(|node| states.get(node) == Some(&"idle")) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "not every node became idle:\n{sinfo}");
-        std::thread::sleep(Duration::from_secs(2));
-    }
+    wait_all_idle(dir);
 }
 
 /// On every switch, one Established session per cable, exchanging routes.
@@ -354,17 +344,7 @@ fn check_partition_change(dir: &Path) {
     let plan = toolkit(dir, &["plan", "lab.yaml", "-i", "inventory.yaml", "--output", "json"]);
     assert_eq!(plan.status.code(), Some(2), "a partition change is a change:\n{}", text(&plan.stderr));
     let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).expect("plan JSON");
-    let mut changed = Vec::new();
-    for change in plan["changes"].as_array().expect("changes").iter().filter(|c| c["action"] != "no-op") {
-        let (kind, name, target) = (&change["kind"], &change["name"], &change["target"]);
-        match kind.as_str() {
-            Some("file") => assert_eq!(name, "/etc/slurm/slurm.conf", "only slurm.conf changes ({target})"),
-            Some("service") => assert!(name == "slurmctld" || name == "slurmd", "unexpected {name} on {target}"),
-            _ => panic!("unexpected {kind} change: {name} on {target}"),
-        }
-        let words = [target, kind, name, &change["action"]].map(|value| value.as_str().unwrap_or_default());
-        changed.push(words.join(" "));
-    }
+    let changed = super::plan::assert_only_slurm_config_changes(&plan);
     // slurm.conf on the controller and the four nodes, and their daemons told.
     assert!(changed.iter().filter(|c| c.contains("slurm.conf")).count() == 5, "{changed:#?}");
     assert!(
@@ -411,12 +391,13 @@ fn check_borrow_and_reclaim(dir: &Path) {
     wait_all_idle(dir);
 }
 
-/// Every node `idle` (a node is `completing` for a moment after a job).
+/// node01–04 all `idle` (a node is `completing` for a moment after a job).
 fn wait_all_idle(dir: &Path) {
     let deadline = Instant::now() + Duration::from_mins(1);
     loop {
         let sinfo = exec_ok(dir, "head", &["sinfo", "--noheader", "--Node", "--format=%N %T"]);
-        if sinfo.lines().all(|line| line.ends_with(" idle")) {
+        let nodes: Vec<&str> = sinfo.lines().filter_map(|line| line.strip_suffix(" idle")).collect();
+        if nodes == ["node01", "node02", "node03", "node04"] {
             return;
         }
         assert!(Instant::now() < deadline, "not every node became idle:\n{sinfo}");
@@ -623,12 +604,12 @@ fn check_bmc_stage_runs_first(dir: &Path) {
     );
     std::fs::write(&inventory, listed).expect("write inventory");
 
-    let plan = with_bmc(dir, &["plan", "lab.yaml", "-i", "inventory.yaml"]);
+    let plan = toolkit_metal(dir, &["plan", "lab.yaml", "-i", "inventory.yaml"]);
     let shown = format!("{}{}", text(&plan.stdout), text(&plan.stderr));
     assert_eq!(plan.status.code(), Some(2), "{shown}");
     assert!(shown.contains("bios ProcTurboMode on head") && shown.contains("Enabled → Disabled"), "{shown}");
 
-    let deploy = with_bmc(dir, &["deploy", "lab.yaml", "-i", "inventory.yaml", "--yes"]);
+    let deploy = toolkit_metal(dir, &["deploy", "lab.yaml", "-i", "inventory.yaml", "--yes"]);
     let log = text(&deploy.stderr);
     assert_success(&deploy, "deploy with a BMC");
     let api = log.find("API stage (BMCs and cloud)").unwrap_or_else(|| panic!("no API stage:\n{log}"));
@@ -638,27 +619,11 @@ fn check_bmc_stage_runs_first(dir: &Path) {
     assert!(partition.contains("MaxTime=3-00:00:00"), "{partition}");
 
     // Both stages converged: the BIOS is read back through Redfish as set.
-    let plan = with_bmc(dir, &["plan", "lab.yaml", "-i", "inventory.yaml", "--stage", "api", "--output", "json"]);
+    let plan = toolkit_metal(dir, &["plan", "lab.yaml", "-i", "inventory.yaml", "--stage", "api", "--output", "json"]);
     assert_eq!(plan.status.code(), Some(0), "{}", text(&plan.stderr));
     let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).expect("plan JSON");
     let bios = plan["changes"].as_array().expect("changes").iter().find(|c| c["id"] == "head:bios:ProcTurboMode");
     assert_eq!(bios.map(|c| (c["action"].clone(), c["before"].clone())), Some(("no-op".into(), "Disabled".into())));
-    let plan = with_bmc(dir, &["plan", "lab.yaml", "-i", "inventory.yaml"]);
+    let plan = toolkit_metal(dir, &["plan", "lab.yaml", "-i", "inventory.yaml"]);
     assert_success(&plan, "the plan of both stages after the deploy");
-}
-
-/// `toolkit` with the emulator's credentials in the environment the inventory names;
-/// the password must never be printed.
-fn with_bmc(dir: &Path, args: &[&str]) -> Output {
-    let output = Command::new(env!("CARGO_BIN_EXE_toolkit"))
-        .args(args)
-        .current_dir(dir)
-        .env("TOOLKIT_TEST_BMC_USER", super::redfish::USER)
-        .env("TOOLKIT_TEST_BMC_PASSWORD", super::redfish::PASSWORD)
-        .stdin(Stdio::null())
-        .output()
-        .expect("toolkit runs");
-    let all = format!("{}{}", text(&output.stdout), text(&output.stderr));
-    assert!(!all.contains(super::redfish::PASSWORD), "the BMC password leaked:\n{all}");
-    output
 }

@@ -29,6 +29,49 @@ fn applied_state(blueprint_path: &Path, state_path: &Path) {
     state.save(state_path).expect("saves state");
 }
 
+/// `toolkit plan --offline --output json` of `blueprint` with `from` replaced by `to`,
+/// against a state recording the unedited blueprint as applied.
+fn offline_plan_after_edit(blueprint: &str, from: &str, to: &str) -> serde_json::Value {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state.json");
+    let original = root().join("blueprints").join(blueprint);
+    applied_state(&original, &state);
+    let text = std::fs::read_to_string(&original).expect("reads");
+    assert!(text.contains(from), "{blueprint} no longer has `{from}`: update this test");
+    let edited_path = dir.path().join(blueprint);
+    std::fs::write(&edited_path, text.replace(from, to)).expect("writes");
+    let output = toolkit(&[
+        "plan",
+        edited_path.to_str().expect("utf8"),
+        "--offline",
+        "--state",
+        state.to_str().expect("utf8"),
+        "--output",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("plan JSON")
+}
+
+/// Asserts a plan changes slurm.conf and tells slurmctld/slurmd, nothing else;
+/// returns `target kind name action` of each change.
+pub(crate) fn assert_only_slurm_config_changes(plan: &serde_json::Value) -> Vec<String> {
+    let mut changed = Vec::new();
+    for change in plan["changes"].as_array().expect("changes").iter().filter(|c| c["action"] != "no-op") {
+        let words = [&change["target"], &change["kind"], &change["name"], &change["action"]]
+            .map(|value| value.as_str().unwrap_or_default());
+        let [target, kind, name, _] = words;
+        match kind {
+            "file" => assert_eq!(name, "/etc/slurm/slurm.conf", "only slurm.conf changes ({target})"),
+            "service" => assert!(["slurmctld", "slurmd"].contains(&name), "unexpected restart of {name} on {target}"),
+            other => panic!("unexpected {other} change: {name} on {target}"),
+        }
+        changed.push(words.join(" "));
+    }
+    assert!(!changed.is_empty(), "the plan changes nothing");
+    changed
+}
+
 #[test]
 fn every_example_plans_changes_against_an_empty_state() {
     for name in ["lab", "h100-superpod-1su", "h200-roce-64"] {
@@ -78,25 +121,7 @@ fn a_recorded_deploy_of_the_gpu_software_plans_no_changes() {
 
 #[test]
 fn a_new_driver_version_moves_the_pin_and_reinstalls_the_driver_with_fabric_manager() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let state = dir.path().join("state.json");
-    applied_state(&root().join("blueprints/h200-roce-64.yaml"), &state);
-    let edited = std::fs::read_to_string(root().join("blueprints/h200-roce-64.yaml"))
-        .expect("reads")
-        .replace("version: 570.124.06", "version: 570.133.20");
-    let edited_path = dir.path().join("h200-roce-64.yaml");
-    std::fs::write(&edited_path, edited).expect("writes");
-    let output = toolkit(&[
-        "plan",
-        edited_path.to_str().expect("utf8"),
-        "--offline",
-        "--state",
-        state.to_str().expect("utf8"),
-        "--output",
-        "json",
-    ]);
-    assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
-    let plan: serde_json::Value = serde_json::from_slice(&output.stdout).expect("plan JSON");
+    let plan = offline_plan_after_edit("h200-roce-64.yaml", "version: 570.124.06", "version: 570.133.20");
     let mut changed: Vec<String> = plan["changes"]
         .as_array()
         .expect("changes")
@@ -114,49 +139,14 @@ fn a_new_driver_version_moves_the_pin_and_reinstalls_the_driver_with_fabric_mana
             "gpu001:command:nvidia-driver",
             "gpu001:file:/etc/apt/preferences.d/nvidia-driver.pref"
         ],
-        "{}",
-        String::from_utf8_lossy(&output.stdout)
+        "{plan}"
     );
 }
 
 #[test]
 fn a_changed_partition_changes_only_slurm_config_and_restarts_its_daemons() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let state = dir.path().join("state.json");
-    applied_state(&root().join("blueprints/lab.yaml"), &state);
-    let edited = std::fs::read_to_string(root().join("blueprints/lab.yaml"))
-        .expect("reads")
-        .replace("max_time: INFINITE", "max_time: 2-00:00:00");
-    let edited_path = dir.path().join("lab.yaml");
-    std::fs::write(&edited_path, edited).expect("writes");
-    let output = toolkit(&[
-        "plan",
-        edited_path.to_str().expect("utf8"),
-        "--offline",
-        "--state",
-        state.to_str().expect("utf8"),
-        "--output",
-        "json",
-    ]);
-    assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
-    let plan: serde_json::Value = serde_json::from_slice(&output.stdout).expect("plan JSON");
-    let changed: Vec<(&str, &str, &str)> = plan["changes"]
-        .as_array()
-        .expect("changes")
-        .iter()
-        .filter(|c| c["action"] != "no-op")
-        .map(|c| {
-            (c["kind"].as_str().expect("kind"), c["name"].as_str().expect("name"), c["target"].as_str().expect("t"))
-        })
-        .collect();
-    assert!(!changed.is_empty());
-    for (kind, name, target) in &changed {
-        match *kind {
-            "file" => assert_eq!(*name, "/etc/slurm/slurm.conf", "only slurm.conf changes ({target})"),
-            "service" => assert!(["slurmctld", "slurmd"].contains(name), "unexpected restart of {name} on {target}"),
-            other => panic!("unexpected {other} change: {name} on {target}"),
-        }
-    }
+    let plan = offline_plan_after_edit("lab.yaml", "max_time: INFINITE", "max_time: 2-00:00:00");
+    assert_only_slurm_config_changes(&plan);
     let diff = plan["changes"]
         .as_array()
         .expect("changes")

@@ -112,8 +112,8 @@ fn system_program(program: &str, package: &str) -> Option<PathBuf> {
     found
 }
 
-pub(crate) const USER: &str = "operator";
-pub(crate) const PASSWORD: &str = "Pa55-Sushy-S3cret";
+const USER: &str = "operator";
+const PASSWORD: &str = "Pa55-Sushy-S3cret";
 const SYSTEM_UUID: &str = "6c1e2a8e-0f7b-4b9e-9a57-3f1d2c4b5a60";
 const MACS: [&str; 2] = ["52:54:00:aa:00:01", "52:54:00:aa:00:02"];
 
@@ -453,7 +453,9 @@ scheduler:
       - { name: all, groups: [node], default: true }
 "#;
 
-fn toolkit_metal(dir: &Path, args: &[&str]) -> std::process::Output {
+/// `toolkit` with the emulator's credentials in the environment the inventories name;
+/// the password must never be printed.
+pub(crate) fn toolkit_metal(dir: &Path, args: &[&str]) -> std::process::Output {
     let output = Command::new(env!("CARGO_BIN_EXE_toolkit"))
         .args(args)
         .current_dir(dir)
