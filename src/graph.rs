@@ -16,7 +16,7 @@ use crate::diagnostic::{Diagnostic, Diagnostics};
 use crate::resource::{Resource, ResourceId};
 
 /// Resources as a DAG; edges run from a dependency to its dependent.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ResourceGraph {
     /// The graph; node weights index into `resources`.
     pub graph: DiGraph<usize, ()>,

@@ -240,6 +240,47 @@ impl fmt::Write for HashWriter {
     }
 }
 
+/// What changing a resource does to the work running on its target, from least to
+/// most disruptive: the class of a planned change, and of a host (its worst change).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Disruption {
+    /// Content only, or a reload: running jobs do not notice.
+    #[default]
+    None,
+    /// A daemon restarts that running jobs do not need (slurmctld, slurmd, FRR).
+    Restart,
+    /// The node must be empty: drained through the scheduler first.
+    Drain,
+    /// The node must be empty and rebooted before it takes work again.
+    Reboot,
+}
+
+impl Disruption {
+    /// The class as the plan prints it.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Restart => "restart",
+            Self::Drain => "drain",
+            Self::Reboot => "reboot",
+        }
+    }
+
+    /// Whether the node must be emptied through the scheduler first.
+    #[must_use]
+    pub const fn needs_drain(self) -> bool {
+        matches!(self, Self::Drain | Self::Reboot)
+    }
+}
+
+impl fmt::Display for Disruption {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.pad(self.as_str())
+    }
+}
+
 /// Desired state on one target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resource {
@@ -251,6 +292,10 @@ pub struct Resource {
     pub desired: Desired,
     /// Ids that must be in place first (on any target).
     pub depends_on: Vec<ResourceId>,
+    /// What a change of it does to running work, declared by the renderer that knows
+    /// what it touches (a rail's netplan: drain; a first driver install: reboot).
+    /// Service restarts are classed by the plan, not here.
+    pub disruption: Disruption,
 }
 
 impl Resource {
@@ -258,7 +303,14 @@ impl Resource {
     #[must_use]
     pub fn new(target: Target, name: &str, desired: Desired) -> Self {
         let id = ResourceId::new(&target.name, desired.kind(), name);
-        Self { id, target, desired, depends_on: Vec::new() }
+        Self { id, target, desired, depends_on: Vec::new(), disruption: Disruption::None }
+    }
+
+    /// Declares what a change of this resource does to running work.
+    #[must_use]
+    pub fn disrupts(mut self, disruption: Disruption) -> Self {
+        self.disruption = disruption;
+        self
     }
 
     /// Adds dependencies.

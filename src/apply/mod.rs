@@ -37,6 +37,9 @@ pub enum SkipReason {
     Cancelled,
     /// Too many hosts failed (`max_fail_percent`) before its host started.
     Aborted,
+    /// Its host waits for a wave of a rolling change that has not run (the rollout
+    /// stopped first); the next deploy carries on.
+    NotReached,
 }
 
 /// What happened to one resource.

@@ -299,6 +299,7 @@ pub fn diff(desired: &[ApiDesired], observed: &Observed) -> Vec<Change> {
                 after,
                 diff: None,
                 secret: false,
+                disruption: crate::resource::Disruption::None,
             }
         })
         .collect()

@@ -2,6 +2,7 @@
 //! hosts in parallel, record the state, and end with every host's outcome.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 
@@ -14,11 +15,10 @@ use crate::apply::{self, ApplyOptions, ApplyReport, Outcome};
 use crate::cli::live::{self, ApplyArgs};
 use crate::cli::{OutputFormat, Status, emit, load_checked, print_diagnostics};
 use crate::compile::compile;
-use crate::deploy::{self, lock};
+use crate::deploy;
 use crate::plan::state::State;
 use crate::plan::{self, Action, Plan};
 use crate::render::Renderer;
-use crate::transport::Connector as _;
 
 /// Arguments of `toolkit deploy`.
 #[derive(Debug, clap::Args)]
@@ -38,6 +38,8 @@ pub struct Args {
     stage: Stage,
     #[command(flatten)]
     apply: ApplyArgs,
+    #[command(flatten)]
+    rollout: RolloutArgs,
 }
 
 /// Stages of a deploy.
@@ -50,12 +52,6 @@ pub enum Stage {
     Api,
     /// Hosts over SSH only.
     Ssh,
-}
-
-/// What the API stage needs: the inventory (BMCs, cloud) and where it was read from.
-pub(crate) struct ApiInputs<'a> {
-    pub inventory: &'a crate::inventory::Inventory,
-    pub firmware: &'a BTreeMap<String, BTreeMap<String, String>>,
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
@@ -116,17 +112,33 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         .first_with(crate::blueprint::schema::Role::Controller)
         .map(|node| node.name.clone())
         .context("the blueprint has no controller to hold the cluster lock")?;
+    let catalog = match crate::validate::catalog::Catalog::load(None) {
+        Ok(catalog) => catalog,
+        Err(problems) => {
+            print_diagnostics(&problems, output);
+            return Ok(Status::Error);
+        }
+    };
+    let site = crate::validate::subjects::Site::from_inventory(&inventory.inventory);
     let runtime = live::runtime()?;
     runtime.block_on(async {
-        let locked = if args.apply.dry_run {
-            None
-        } else {
-            let session = pool.connect(&controller).await.map_err(|error| anyhow::anyhow!("{error}"))?;
-            lock::acquire(session.as_ref(), &lock::owner_description()).await?;
-            Some(session)
-        };
         let options = RunOptions::from(&args.apply);
-        let api = ApiInputs { inventory: &inventory.inventory, firmware: &compiled.firmware };
+        let hooks = deploy::checks::ClusterHooks {
+            model: &compiled.model,
+            catalog: &catalog,
+            site: &site,
+            connector: &pool,
+            parallel: args.apply.ssh.parallel,
+            reboot: None,
+        };
+        let rollout = deploy::ops::Rollout {
+            controller: &controller,
+            schedulable: compiled.model.schedulable_nodes(),
+            max_unavailable: args.rollout.max_unavailable,
+            options: args.rollout.options(),
+            hooks: &hooks,
+        };
+        let api = deploy::ops::ApiInputs { inventory: &inventory.inventory, firmware: &compiled.firmware };
         let result = plan_and_apply(
             &options,
             &compiled.graph,
@@ -135,17 +147,45 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             plan_inputs,
             saved.as_ref(),
             state_path.as_deref(),
-            Some(&api),
+            Some(api),
+            Some(rollout),
         )
         .await;
-        if let Some(session) = locked
-            && let Err(error) = lock::release(session.as_ref()).await
-        {
-            eprintln!("warning: {error}");
-        }
         pool.close_all().await;
         result
     })
+}
+
+/// How a rolling change is paced: `deploy` only.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RolloutArgs {
+    /// Nodes out of service at once while changes that need them empty roll out:
+    /// a count (`2`) or a percentage of the scheduler's nodes (`10%`); nodes already
+    /// drained or down count against it.
+    #[arg(long, default_value_t)]
+    max_unavailable: plan::MaxUnavailable,
+    /// Seconds a drained node may take to empty before the rollout stops and names the
+    /// jobs that hold it.
+    #[arg(long, default_value_t = 3600)]
+    drain_timeout: u64,
+    /// Requeue the jobs still holding a node once `--drain-timeout` passed, instead of
+    /// stopping.
+    #[arg(long)]
+    requeue: bool,
+    /// Nodes that may fail their change or check before no new wave starts.
+    #[arg(long, default_value_t = 0)]
+    max_failures: usize,
+}
+
+impl RolloutArgs {
+    fn options(&self) -> deploy::rollout::RolloutOptions {
+        deploy::rollout::RolloutOptions {
+            drain_timeout: std::time::Duration::from_secs(self.drain_timeout),
+            requeue: self.requeue,
+            max_failures: self.max_failures,
+            ..deploy::rollout::RolloutOptions::default()
+        }
+    }
 }
 
 /// How a run behaves, from the command line of `deploy` or `push`.
@@ -254,12 +294,55 @@ fn api_stage(args: &Args, blueprint: &Path, inventory: Option<&Path>) -> anyhow:
     })
 }
 
-/// Observes, plans, asks, applies and records: the part of a deploy after inputs
-/// are compiled and the lock is held. `api` names the inventory whose BMCs and cloud
-/// are observed for the plan (none for `push`); API changes are applied by the API
-/// stage, not here.
+/// Prints the plan and asks, as a deploy's [`Review`](deploy::ops::Review).
+struct Prompt<'a> {
+    args: &'a RunOptions,
+    progress: indicatif::ProgressBar,
+}
+
+impl deploy::ops::Review for Prompt<'_> {
+    fn review(&self, plan: &Plan, unreachable: &BTreeMap<String, String>) -> Result<bool, String> {
+        let api_pending = plan
+            .changes
+            .iter()
+            .filter(|change| change.action != Action::NoOp)
+            .filter(|change| deploy::api::is_api_kind(&change.kind))
+            .count();
+        if api_pending > 0 {
+            eprintln!(
+                "warning: {api_pending} BMC or cloud change(s) pending: they are applied by `toolkit deploy --stage api`, not by the SSH stage"
+            );
+        }
+        if self.args.output == OutputFormat::Text {
+            emit(&plan::render::text(plan));
+        }
+        for (host, reason) in unreachable {
+            eprintln!("warning: cannot read `{host}`: {reason}");
+        }
+        if self.args.dry_run {
+            if self.args.output == OutputFormat::Json {
+                emit(&format!("{}\n", plan::render::json(plan).map_err(|error| error.to_string())?));
+            }
+            return Ok(false);
+        }
+        if !plan.summary.has_changes() {
+            return Ok(true);
+        }
+        if !self.args.yes && !confirm().map_err(|error| error.to_string())? {
+            eprintln!("deploy cancelled; nothing was changed");
+            return Ok(false);
+        }
+        self.progress.set_length(deploy::changed_indexes_count(plan) as u64);
+        Ok(true)
+    }
+}
+
+/// Observes, plans, asks, rolls out and records through [`deploy::ops::deploy`], then
+/// prints the outcome. `rollout` is the scheduler side (none for `push`); `api` names
+/// the inventory whose BMCs and cloud are observed for the plan; API changes are
+/// applied by the API stage, not here.
 #[allow(clippy::too_many_arguments)]
-pub(crate) async fn plan_and_apply(
+pub(crate) async fn plan_and_apply<H: deploy::rollout::NodeHooks>(
     args: &RunOptions,
     graph: &crate::graph::ResourceGraph,
     cluster: &str,
@@ -267,80 +350,88 @@ pub(crate) async fn plan_and_apply(
     plan_inputs: plan::diff::PlanInputs,
     saved: Option<&Plan>,
     state_path: Option<&Path>,
-    api: Option<&ApiInputs<'_>>,
+    api: Option<deploy::ops::ApiInputs<'_>>,
+    rollout: Option<deploy::ops::Rollout<'_, H>>,
 ) -> anyhow::Result<Status> {
-    let no_firmware = BTreeMap::new();
-    let (observation, firmware) = match api {
-        Some(api) => (deploy::api::observe(graph, api.inventory, cluster, Path::new(".")).await, api.firmware),
-        None => (deploy::api::ApiObservation::default(), &no_firmware),
-    };
-    let live = deploy::live_plan(graph, pool, plan_inputs, args.parallel, &observation, firmware).await;
-    let plan = live.plan;
-    let api_pending = plan
-        .changes
-        .iter()
-        .filter(|change| change.action != Action::NoOp)
-        .filter(|change| deploy::api::is_api_kind(&change.kind))
-        .count();
-    if api_pending > 0 {
-        eprintln!(
-            "warning: {api_pending} BMC or cloud change(s) pending: they are applied by `toolkit deploy --stage api`, not by the SSH stage"
-        );
-    }
-    if let Some(saved) = saved {
-        refuse_stale(saved, &plan)?;
-    }
-    if args.output == OutputFormat::Text {
-        emit(&plan::render::text(&plan));
-    }
-    for (host, reason) in &live.unreachable {
-        eprintln!("warning: cannot read `{host}`: {reason}");
-    }
-    if args.dry_run {
-        if args.output == OutputFormat::Json {
-            emit(&format!("{}\n", plan::render::json(&plan)?));
-        }
-        return Ok(if plan.summary.has_changes() { Status::Changes } else { Status::Clean });
-    }
-    let previous = match state_path {
-        Some(path) => State::load(path, cluster)?,
-        None => State::empty(cluster),
-    };
-    if !plan.summary.has_changes() {
-        save_state(state_path, deploy::record(previous, graph, &plan, &ApplyReport::default()))?;
-        eprintln!("nothing to do");
-        return Ok(Status::Clean);
-    }
-    if !args.yes && !confirm()? {
-        eprintln!("deploy cancelled; nothing was changed");
-        return Ok(Status::Error);
-    }
     let cancel = CancellationToken::new();
     let _ctrl_c = apply::cancel_on_ctrl_c(cancel.clone());
-    let (events, progress) = progress(deploy::changed_indexes(graph, &plan).len());
-    let options = ApplyOptions {
-        parallel: args.parallel,
-        max_fail_percent: args.max_fail_percent,
-        cancel,
-        events: Some(events),
-        backup: args.backup,
+    let (events, progress, bar) = progress();
+    let request = deploy::ops::Request {
+        graph,
+        cluster,
+        connector: pool,
+        inputs: plan_inputs,
+        saved,
+        state_path,
+        api,
+        rollout,
+        apply: ApplyOptions {
+            parallel: args.parallel,
+            max_fail_percent: args.max_fail_percent,
+            cancel,
+            events: Some(events),
+            backup: args.backup,
+        },
+        dry_run: args.dry_run,
     };
-    let report = deploy::apply(graph, &plan, pool, &options).await;
-    drop(options);
+    let prompt = Prompt { args, progress: bar };
+    let outcome = deploy::ops::deploy(request, &prompt).await;
     let _ = progress.await;
-    save_state(state_path, deploy::record(previous, graph, &plan, &report))?;
-    match args.output {
-        OutputFormat::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&report)?)),
-        OutputFormat::Text => emit(&outcome_table(&report)),
+    match outcome? {
+        deploy::ops::Outcome::Planned(plan) => {
+            Ok(if plan.summary.has_changes() { Status::Changes } else { Status::Clean })
+        }
+        deploy::ops::Outcome::NothingToDo(_) => {
+            eprintln!("nothing to do");
+            Ok(Status::Clean)
+        }
+        deploy::ops::Outcome::Declined(_) => Ok(Status::Error),
+        deploy::ops::Outcome::Applied { plan, report } => {
+            match args.output {
+                OutputFormat::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&report.apply)?)),
+                OutputFormat::Text => {
+                    emit(&outcome_table(&report.apply));
+                    emit(&rollout_text(&report));
+                }
+            }
+            for note in &report.notes {
+                eprintln!("note: {note}");
+            }
+            if report.apply.cancelled {
+                eprintln!("interrupted: the table shows what was done; rerun to converge");
+            }
+            if let Some(stopped) = &report.stopped {
+                eprintln!("rollout stopped: {stopped}");
+            }
+            let removed = plan.changes.iter().filter(|c| c.action == Action::Remove).count();
+            if removed > 0 {
+                eprintln!(
+                    "{removed} resource(s) no longer in the blueprint were forgotten, not removed from the hosts"
+                );
+            }
+            Ok(if report.is_success() { Status::Clean } else { Status::Error })
+        }
     }
-    if report.cancelled {
-        eprintln!("interrupted: the table shows what was done; rerun to converge");
+}
+
+/// Nodes the rollout drained, wave by wave, and where each ended.
+fn rollout_text(report: &deploy::rollout::RolloutReport) -> String {
+    let Some(id) = &report.id else { return String::new() };
+    let mut out = format!("Rollout {id}: {} wave(s)\n", report.waves.len());
+    for (index, wave) in report.waves.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  wave {}: {}",
+            index + 1,
+            crate::model::hostlist::compress(wave.iter().map(String::as_str))
+        );
     }
-    let removed = plan.changes.iter().filter(|c| c.action == Action::Remove).count();
-    if removed > 0 {
-        eprintln!("{removed} resource(s) no longer in the blueprint were forgotten, not removed from the hosts");
+    for (node, state) in &report.nodes {
+        let error = state.error.as_deref().map(|error| format!(" ({error})")).unwrap_or_default();
+        let held = if state.held_by_other { " [drained by someone else: left drained]" } else { "" };
+        let _ = writeln!(out, "  {node}: {:?}{error}{held}", state.step);
     }
-    Ok(if report.is_success() { Status::Clean } else { Status::Error })
+    out
 }
 
 fn read_plan(path: &Path) -> anyhow::Result<Plan> {
@@ -356,34 +447,6 @@ fn read_plan(path: &Path) -> anyhow::Result<Plan> {
         );
     }
     Ok(plan)
-}
-
-/// A saved plan is applied only if planning again gives exactly the same changes
-/// from the same inputs.
-fn refuse_stale(saved: &Plan, now: &Plan) -> anyhow::Result<()> {
-    if saved.blueprint_sha256 != now.blueprint_sha256 {
-        bail!("the blueprint changed since this plan was made; run `toolkit plan` again");
-    }
-    if saved.inventory_sha256 != now.inventory_sha256 {
-        bail!("the inventory changed since this plan was made; run `toolkit plan` again");
-    }
-    let pending = |plan: &Plan| -> BTreeMap<String, (Action, Option<String>)> {
-        plan.changes
-            .iter()
-            .filter(|c| c.action != Action::NoOp)
-            .map(|c| (c.id.clone(), (c.action, c.before.clone())))
-            .collect()
-    };
-    let (then, current) = (pending(saved), pending(now));
-    if then != current {
-        let differing: Vec<&String> =
-            then.keys().chain(current.keys()).filter(|id| then.get(*id) != current.get(*id)).take(5).collect();
-        bail!(
-            "the hosts changed since this plan was made (for example {}); run `toolkit plan` again",
-            differing.iter().map(|id| format!("`{id}`")).collect::<Vec<_>>().join(", ")
-        );
-    }
-    Ok(())
 }
 
 fn confirm() -> anyhow::Result<bool> {
@@ -409,12 +472,14 @@ fn save_state(path: Option<&Path>, mut state: State) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A progress bar on a terminal; otherwise a line per changed or failed resource.
-fn progress(total: usize) -> (tokio::sync::mpsc::UnboundedSender<apply::ResourceOutcome>, tokio::task::JoinHandle<()>) {
+/// A progress bar on a terminal (its length set once the plan is known); otherwise a
+/// line per changed or failed resource.
+fn progress()
+-> (tokio::sync::mpsc::UnboundedSender<apply::ResourceOutcome>, tokio::task::JoinHandle<()>, indicatif::ProgressBar) {
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<apply::ResourceOutcome>();
     let interactive = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let bar = if interactive {
-        let bar = indicatif::ProgressBar::new(total as u64);
+        let bar = indicatif::ProgressBar::new(0);
         if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} [{elapsed}] {bar:30} {pos}/{len} {msg}") {
             bar.set_style(style);
         }
@@ -422,7 +487,9 @@ fn progress(total: usize) -> (tokio::sync::mpsc::UnboundedSender<apply::Resource
     } else {
         indicatif::ProgressBar::hidden()
     };
+    let shown = bar.clone();
     let handle = tokio::spawn(async move {
+        let bar = shown;
         while let Some(event) = receiver.recv().await {
             bar.inc(1);
             bar.set_message(event.target.clone());
@@ -438,7 +505,7 @@ fn progress(total: usize) -> (tokio::sync::mpsc::UnboundedSender<apply::Resource
         }
         bar.finish_and_clear();
     });
-    (sender, handle)
+    (sender, handle, bar)
 }
 
 #[derive(Tabled)]
@@ -479,6 +546,7 @@ fn outcome_table(report: &ApplyReport) -> String {
                         apply::SkipReason::Upstream { id } => format!("skipped (upstream failed: {id})"),
                         apply::SkipReason::Cancelled => "skipped (interrupted)".to_owned(),
                         apply::SkipReason::Aborted => "skipped (--max-fail-percent reached)".to_owned(),
+                        apply::SkipReason::NotReached => "skipped (its rollout wave did not run)".to_owned(),
                     };
                 }
             }
@@ -499,48 +567,5 @@ fn first_line(text: &str) -> String {
         format!("{}…", line.chars().take(100).collect::<String>())
     } else {
         line.to_owned()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::refuse_stale;
-    use crate::plan::{Action, Baseline, Change, PLAN_FORMAT_VERSION, Plan, Summary};
-
-    fn plan(blueprint: &str, before: Option<&str>) -> Plan {
-        Plan {
-            format_version: PLAN_FORMAT_VERSION,
-            toolkit_version: "0".into(),
-            cluster: "lab".into(),
-            blueprint_sha256: blueprint.into(),
-            inventory_sha256: Some("inv".into()),
-            blueprint_path: None,
-            inventory_path: None,
-            baseline: Baseline::Observed,
-            summary: Summary { update: 1, ..Summary::default() },
-            changes: vec![Change {
-                id: "node01:file:/etc/hosts".into(),
-                target: "node01".into(),
-                kind: "file".into(),
-                name: "/etc/hosts".into(),
-                action: Action::Update,
-                reason: "content changed".into(),
-                before: before.map(Into::into),
-                after: Some("sha256:new".into()),
-                diff: None,
-                secret: false,
-            }],
-            warnings: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn a_saved_plan_applies_only_to_the_inputs_and_hosts_it_was_made_from() {
-        let saved = plan("bp1", Some("sha256:old"));
-        assert!(refuse_stale(&saved, &plan("bp1", Some("sha256:old"))).is_ok());
-        let edited = refuse_stale(&saved, &plan("bp2", Some("sha256:old"))).expect_err("blueprint changed");
-        assert!(edited.to_string().contains("blueprint changed"));
-        let drifted = refuse_stale(&saved, &plan("bp1", Some("sha256:someone-else"))).expect_err("host changed");
-        assert!(drifted.to_string().contains("`node01:file:/etc/hosts`"), "{drifted}");
     }
 }

@@ -47,6 +47,7 @@ pub fn destroy_plan(cluster: &str, instances: &[Instance], inputs: plan::diff::P
                 after: None,
                 diff: None,
                 secret: false,
+                disruption: crate::resource::Disruption::None,
             }
         })
         .collect();
@@ -62,6 +63,7 @@ pub fn destroy_plan(cluster: &str, instances: &[Instance], inputs: plan::diff::P
         summary: Summary::of(&changes),
         changes,
         warnings: Vec::new(),
+        rollout: None,
     }
 }
 

@@ -31,6 +31,10 @@ pub struct Args {
     /// `api`: plan the BMC and cloud objects only, read through their APIs (no SSH).
     #[arg(long, value_enum, default_value_t)]
     stage: crate::cli::deploy::Stage,
+    /// Nodes that may be drained at once by a rolling change: a count (`2`) or a
+    /// percentage of the scheduler's nodes (`10%`); the plan shows the waves it implies.
+    #[arg(long, default_value_t)]
+    max_unavailable: plan::MaxUnavailable,
     #[command(flatten)]
     ssh: SshArgs,
 }
@@ -84,6 +88,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         }
         live_plan.plan
     };
+    plan::disruption::classify(&compiled.graph, &mut plan, &compiled.model.schedulable_nodes(), args.max_unavailable);
     plan.blueprint_path = Some(args.paths.blueprint.display().to_string());
     plan.inventory_path = args.paths.inventory.as_ref().map(|p| p.display().to_string());
     if let Some(out) = &args.out {

@@ -57,8 +57,18 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
     let pool = live::pool(&inventory, &args.apply.ssh)?;
     let options = RunOptions::from(&args.apply);
     live::runtime()?.block_on(async {
-        let result =
-            plan_and_apply(&options, &graph, &name, &pool, inputs, None, args.apply.state.as_deref(), None).await;
+        let result = plan_and_apply::<crate::deploy::rollout::NoHooks>(
+            &options,
+            &graph,
+            &name,
+            &pool,
+            inputs,
+            None,
+            args.apply.state.as_deref(),
+            None,
+            None,
+        )
+        .await;
         pool.close_all().await;
         result
     })

@@ -200,6 +200,7 @@ pub fn changes(graph: &ResourceGraph, observation: &ApiObservation) -> Vec<Chang
             after: None,
             diff: None,
             secret: false,
+            disruption: crate::resource::Disruption::None,
         });
     }
     changes
@@ -568,6 +569,7 @@ pub fn plan(
         summary: crate::plan::Summary::of(&changes),
         changes,
         warnings: firmware_warnings(firmware, observation),
+        rollout: None,
     }
 }
 

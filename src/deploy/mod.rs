@@ -7,8 +7,12 @@
 //! lock and the progress display.
 
 pub mod api;
+pub mod checks;
 pub mod lock;
 pub mod observe;
+pub mod ops;
+pub mod rollout;
+pub mod scheduler;
 pub mod secrets;
 
 use std::collections::{BTreeMap, HashSet};
@@ -86,6 +90,12 @@ pub fn changed_indexes(graph: &ResourceGraph, plan: &Plan) -> HashSet<usize> {
         .filter(|(_, resource)| changing.contains(resource.id.as_str()))
         .map(|(index, _)| index)
         .collect()
+}
+
+/// How many changes a plan applies (creates and updates): the length of a progress bar.
+#[must_use]
+pub fn changed_indexes_count(plan: &Plan) -> usize {
+    plan.changes.iter().filter(|change| matches!(change.action, Action::Create | Action::Update)).count()
 }
 
 /// Applies the plan's changes to the hosts over SSH (API objects are applied by

@@ -157,6 +157,18 @@ impl Model {
         self.groups_with(role).find_map(|group| self.group_nodes(group).first())
     }
 
+    /// The nodes the scheduler runs jobs on, by name: what a rolling change can drain.
+    #[must_use]
+    pub fn schedulable_nodes(&self) -> std::collections::BTreeSet<String> {
+        if self.blueprint.scheduler.kind != schema::SchedulerKind::Slurm {
+            return std::collections::BTreeSet::new();
+        }
+        self.groups_with(Role::Compute)
+            .flat_map(|group| self.group_nodes(group))
+            .map(|node| node.name.clone())
+            .collect()
+    }
+
     /// Total GPUs in the cluster.
     #[must_use]
     pub fn total_gpus(&self) -> u64 {

@@ -89,6 +89,7 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
             after: Some(after),
             diff: file_diff,
             secret,
+            disruption: crate::resource::Disruption::None,
         });
     }
     // Only a recorded state can have resources no longer desired.
@@ -111,6 +112,7 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
                 after: None,
                 diff: None,
                 secret: recorded.secret,
+                disruption: crate::resource::Disruption::None,
             });
         }
     }
@@ -127,6 +129,7 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
         summary,
         changes,
         warnings: Vec::new(),
+        rollout: None,
     }
 }
 

@@ -8,6 +8,7 @@
 //! `docs/plan-format.md`.
 
 pub mod diff;
+pub mod disruption;
 pub mod files;
 pub mod render;
 pub mod state;
@@ -15,6 +16,9 @@ pub mod state;
 use serde::{Deserialize, Serialize};
 
 pub use diff::diff;
+pub use disruption::{MaxUnavailable, RolloutPlan};
+
+use crate::resource::Disruption;
 
 /// Version of the plan JSON format.
 pub const PLAN_FORMAT_VERSION: u32 = 1;
@@ -75,6 +79,14 @@ pub struct Change {
     /// Secret content: never shown.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub secret: bool,
+    /// What the change does to running work (absent: `none`).
+    #[serde(default, skip_serializing_if = "is_none")]
+    pub disruption: Disruption,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde passes a reference
+fn is_none(disruption: &Disruption) -> bool {
+    *disruption == Disruption::None
 }
 
 /// Counts per action.
@@ -153,4 +165,7 @@ pub struct Plan {
     /// versions other than the hardware profile's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Each host's disruption class and the waves of the rolling change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutPlan>,
 }

@@ -11,8 +11,9 @@ use indexmap::IndexMap;
 use tabled::settings::Style;
 use tabled::{Table, Tabled};
 
-use super::{Action, Change, Plan};
+use super::{Action, Change, Plan, RolloutPlan};
 use crate::model::hostlist;
+use crate::resource::Disruption;
 
 /// Kind, name, action, reason and detail (a file's diff, an API object's before → after)
 /// of a change: equal keys fold into one entry.
@@ -61,6 +62,9 @@ pub fn text(plan: &Plan) -> String {
         }
         out.push('\n');
     }
+    if let Some(rollout) = &plan.rollout {
+        disruption_text(rollout, &mut out);
+    }
     for warning in &plan.warnings {
         let _ = writeln!(out, "Warning: {warning}");
     }
@@ -74,6 +78,42 @@ pub fn text(plan: &Plan) -> String {
         s.create, s.update, s.remove, s.no_op
     );
     out
+}
+
+/// Hosts whose changes disrupt running work, folded by class and cause, then the
+/// rollout line.
+fn disruption_text(rollout: &RolloutPlan, out: &mut String) {
+    let mut groups: IndexMap<(Disruption, bool, Vec<&str>), Vec<&str>> = IndexMap::new();
+    let mut hosts: Vec<(&String, &crate::plan::disruption::HostDisruption)> = rollout.hosts.iter().collect();
+    hosts.sort_by_key(|(_, host)| std::cmp::Reverse(host.class));
+    for (name, host) in hosts {
+        // Ids without their target fold the same cause on many hosts into one line.
+        let causes = host.because.iter().map(|id| id.split_once(':').map_or(id.as_str(), |(_, rest)| rest)).collect();
+        groups.entry((host.class, host.schedulable, causes)).or_default().push(name);
+    }
+    if groups.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "Disruption (what running jobs see):");
+    for ((class, schedulable, causes), targets) in &groups {
+        let note =
+            if class.needs_drain() && !schedulable { "; not a scheduler node: changed without a drain" } else { "" };
+        let _ = writeln!(
+            out,
+            "  {class:<7} {}  ({}{note})",
+            hostlist::compress(targets.iter().copied()),
+            causes.join(", ")
+        );
+    }
+    match rollout.summary() {
+        Some(summary) => {
+            let _ = writeln!(out, "Rollout: {summary}.");
+        }
+        None => {
+            let _ = writeln!(out, "Rollout: no node needs a drain; changes apply in place.");
+        }
+    }
+    out.push('\n');
 }
 
 #[derive(Tabled)]

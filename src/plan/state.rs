@@ -76,6 +76,77 @@ pub struct State {
     pub resources: BTreeMap<String, Recorded>,
     /// Non-secret file contents by SHA-256.
     pub contents: BTreeMap<String, String>,
+    /// A rolling change not finished yet: the next deploy carries it on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutState>,
+}
+
+/// A rolling change in progress, kept where the next deploy finds it (as the GPU
+/// Operator keeps each node's upgrade state in a node label): which nodes are done,
+/// which toolkit holds drained, which wait.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolloutState {
+    /// Named in every drain reason toolkit sets for it (`toolkit:rollout <id> …`).
+    pub id: String,
+    /// When it started (RFC 3339, UTC).
+    pub started: String,
+    /// Per node: where it is.
+    pub nodes: BTreeMap<String, NodeRollout>,
+}
+
+/// One node's place in a rollout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeRollout {
+    /// The step it reached.
+    pub step: RolloutStep,
+    /// Drained by someone else before the rollout reached it: changed, never resumed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub held_by_other: bool,
+    /// Why it failed, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Where a node is in a rollout; every step but `pending` and `done` holds the node
+/// drained with toolkit's reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RolloutStep {
+    /// Not reached yet: in service, untouched.
+    Pending,
+    /// Drain set; running jobs finish.
+    Draining,
+    /// Empty: no job runs or completes on it.
+    Drained,
+    /// Its changes are applied.
+    Applied,
+    /// Rebooted with the changes (reboot class only).
+    Rebooted,
+    /// A change or a check failed: it stays drained with the failure as its reason.
+    Failed,
+    /// Checked and resumed (or left drained for whoever drained it before).
+    Done,
+}
+
+impl RolloutStep {
+    /// Whether toolkit holds the node out of service at this step.
+    #[must_use]
+    pub fn in_flight(self) -> bool {
+        !matches!(self, Self::Pending | Self::Done)
+    }
+}
+
+impl RolloutState {
+    /// Nodes toolkit holds drained for this rollout.
+    pub fn in_flight(&self) -> impl Iterator<Item = (&str, &NodeRollout)> {
+        self.nodes.iter().filter(|(_, node)| node.step.in_flight()).map(|(name, node)| (name.as_str(), node))
+    }
+
+    /// Whether every node is done.
+    #[must_use]
+    pub fn is_finished(&self) -> bool {
+        self.nodes.values().all(|node| node.step == RolloutStep::Done)
+    }
 }
 
 impl State {

@@ -92,7 +92,8 @@ pub fn resources(model: &Model, inventory: Option<&Inventory>) -> ApiResources {
             for (name, value) in &profile.bios {
                 let item = ApiDesired::BiosAttribute { host: host.clone(), name: name.clone(), value: value.clone() };
                 before.push(ResourceId(item.id()));
-                out.resources.push(resource(item, []));
+                // A BIOS setting takes effect on the next reset.
+                out.resources.push(resource(item, []).disrupts(crate::resource::Disruption::Reboot));
             }
             if profile.pxe_on_provision {
                 let item = ApiDesired::BootOverride {

@@ -28,7 +28,7 @@ use crate::model::{Group, Model};
 use crate::render::host::{APPLIED_DIR, apply_once, file};
 use crate::render::switch::package;
 use crate::render::{RenderError, Renderer};
-use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target, TargetKind};
+use crate::resource::{Content, Desired, Disruption, OnChange, Resource, ResourceId, Target, TargetKind};
 
 /// Templates of this module: `(name under templates/, text)`.
 pub const TEMPLATES: &[(&str, &str)] = &[
@@ -161,6 +161,7 @@ fn retarget(prototype: &Resource, target: &Target) -> Resource {
         target: target.clone(),
         desired,
         depends_on: prototype.depends_on.iter().map(|id| rename(id, from, &target.name)).collect(),
+        disruption: prototype.disruption,
     }
 }
 
@@ -438,7 +439,9 @@ fn node_resources(target: &Target, stack: &Stack, files: &GroupFiles, out: &mut 
     // The RDMA stack first: nvidia-peermem is built against the OFED kernel modules.
     let mut network = Vec::new();
     for name in &files.network_packages {
-        let resource = package(target, name).after(ready.iter().cloned());
+        // A new RDMA stack reloads the mlx5 modules (openibd restart drops every RDMA
+        // user), and MLNX-OFED's installer updates adapter firmware, which takes a reset.
+        let resource = package(target, name).after(ready.iter().cloned()).disrupts(Disruption::Reboot);
         network.push(resource.id.clone());
         out.push(resource);
     }
@@ -451,8 +454,12 @@ fn node_resources(target: &Target, stack: &Stack, files: &GroupFiles, out: &mut 
         let mut packages = stack.driver_packages();
         packages.extend(stack.persistenced.then(|| "nvidia-persistenced".to_owned()));
         packages.extend(stack.fabric_manager_package());
-        let install =
-            driver_install(target, &pin, &packages).after(ready.iter().cloned()).after(network.iter().cloned());
+        // Modules in use cannot be unloaded, and the first install must also get nouveau
+        // out of the initramfs: a driver change takes the node down and up again.
+        let install = driver_install(target, &pin, &packages)
+            .after(ready.iter().cloned())
+            .after(network.iter().cloned())
+            .disrupts(Disruption::Reboot);
         driver.push(install.id.clone());
         out.push(install);
     }
@@ -465,16 +472,17 @@ fn node_resources(target: &Target, stack: &Stack, files: &GroupFiles, out: &mut 
         let mut after = driver.clone();
         if stack.nvlsm {
             // Fabric Manager starts the NVLink Subnet Manager on fourth-generation NVSwitches.
-            let nvlsm = package(target, "nvlsm").after(ready.iter().cloned());
+            let nvlsm = package(target, "nvlsm").after(ready.iter().cloned()).disrupts(Disruption::Drain);
             after.push(nvlsm.id.clone());
             out.push(nvlsm);
         }
-        let running = service(target, "nvidia-fabricmanager", after);
+        // CUDA fails with cudaErrorSystemNotReady until Fabric Manager is back.
+        let running = service(target, "nvidia-fabricmanager", after).disrupts(Disruption::Drain);
         gpu_services.push(running.id.clone());
         out.push(running);
     }
     if let Some(peermem) = &files.peermem {
-        let modules = file(target, PEERMEM_MODULES, peermem.clone(), 0o644);
+        let modules = file(target, PEERMEM_MODULES, peermem.clone(), 0o644).disrupts(Disruption::Drain);
         let load = apply_once(
             target,
             "modprobe-nvidia-peermem",
@@ -484,12 +492,17 @@ fn node_resources(target: &Target, stack: &Stack, files: &GroupFiles, out: &mut 
         )
         .after([modules.id.clone()])
         .after(driver.iter().cloned())
-        .after(network.iter().cloned());
+        .after(network.iter().cloned())
+        .disrupts(Disruption::Drain);
         out.extend([modules, load]);
     }
     if let Some(name) = stack.dcgm_package() {
         // DCGM's diagnostics check the whole stack: start it after the GPU services.
-        let dcgm = package(target, &name).after(ready.iter().cloned()).after(driver.iter().cloned());
+        // DCGM holds the GPUs while it upgrades: jobs lose their health watches.
+        let dcgm = package(target, &name)
+            .after(ready.iter().cloned())
+            .after(driver.iter().cloned())
+            .disrupts(Disruption::Drain);
         let mut after = vec![dcgm.id.clone()];
         after.extend(gpu_services.iter().cloned());
         let running = service(target, "nvidia-dcgm", after);

@@ -28,7 +28,7 @@ use crate::model::{Filesystem, Model, Node, network};
 use crate::render::links::{LinkName, LinkNamer};
 use crate::render::switch::{self, package};
 use crate::render::{RenderError, Renderer};
-use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target, TargetKind};
+use crate::resource::{Content, Desired, Disruption, OnChange, Resource, ResourceId, Target, TargetKind};
 use crate::topology::ports::is_interface_name;
 
 /// Templates of this module: `(name under templates/, text)`.
@@ -317,7 +317,9 @@ impl<'a> RailRenderer<'a> {
                 }
             }
         }
-        let netplan_file = file(target, RAILS_NETPLAN, netplan.clone(), 0o600).after(after);
+        // A rail's address or MTU changes under running RDMA traffic (the mlx5 netdev
+        // is rebuilt; queue pairs keep their old path MTU): the node must be empty.
+        let netplan_file = file(target, RAILS_NETPLAN, netplan.clone(), 0o600).after(after).disrupts(Disruption::Drain);
         // generate → networkd running → reload. Generating first means networkd starts
         // with the rails' files: a networkd running without them leaves the rails
         // unmanaged, and a unit started meanwhile that wants network-online.target
@@ -330,7 +332,8 @@ impl<'a> RailRenderer<'a> {
             "turn the rails' netplan into systemd-networkd files",
         )
         .after([netplan_file.id.clone()])
-        .after(named);
+        .after(named)
+        .disrupts(Disruption::Drain);
         let networkd = Resource::new(
             target.clone(),
             NETWORKD,
@@ -350,7 +353,8 @@ impl<'a> RailRenderer<'a> {
             "networkctl reload",
             "bring the rail interfaces up with their addresses and routes",
         )
-        .after([networkd.id.clone()]);
+        .after([networkd.id.clone()])
+        .disrupts(Disruption::Drain);
         let netplan_apply_id = netplan_apply.id.clone();
         resources.extend([netplan_package, netplan_file, generate, networkd, netplan_apply]);
         if let Some(Some(sysctl)) = self.sysctl.get(node.group) {
@@ -443,7 +447,8 @@ impl<'a> MountUnits<'a> {
                 }
             }
             let path = format!("{UNIT_DIR}/{unit}");
-            let unit_file = file(target, &path, content.clone(), 0o644).after(after);
+            // A remount under running jobs fails (busy) or pulls their files away.
+            let unit_file = file(target, &path, content.clone(), 0o644).after(after).disrupts(Disruption::Drain);
             // Restart remounts with the new options; a mount unit has no reload.
             let mount = service(target, unit, vec![unit_file.id.clone()], OnChange::Restart);
             out.extend([unit_file, mount]);

@@ -23,7 +23,7 @@ use crate::inventory::Inventory;
 use crate::model::Model;
 use crate::model::slurm::{self as slurm_model, SlurmConfig, SlurmHost};
 use crate::render::{RenderError, Renderer};
-use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target, TargetKind};
+use crate::resource::{Content, Desired, Disruption, OnChange, Resource, ResourceId, Target, TargetKind};
 
 /// Templates of this module: `(name under templates/, text)`.
 pub const TEMPLATES: &[(&str, &str)] = &[
@@ -365,8 +365,18 @@ fn host_resources(host: &SlurmHost, files: &SlurmFiles, links: &HostLinks<'_>, o
     }
     let mut watched = Vec::with_capacity(config_files.len());
     for (path, content) in config_files {
-        let resource =
-            file(name, &FileSpec { path, content, mode: 0o644, owner: "root", secret: false }).after([client.clone()]);
+        // slurmd reads GPU devices and cgroup limits when it starts, and a node that
+        // registers with other GRES than slurmctld expects is set INVAL: on a compute
+        // node these change only once it is empty. slurm.conf itself needs daemon
+        // restarts at most, which running jobs survive (slurmd's KillMode=process).
+        let disruption = if host.compute && (path == GRES_CONF || path == CGROUP_CONF) {
+            Disruption::Drain
+        } else {
+            Disruption::None
+        };
+        let resource = file(name, &FileSpec { path, content, mode: 0o644, owner: "root", secret: false })
+            .after([client.clone()])
+            .disrupts(disruption);
         watched.push(resource.id.clone());
         out.push(resource);
     }

@@ -1,0 +1,114 @@
+//! What a rolling change does to a node besides its resources: the health checks a
+//! changed node must pass before it takes work again, and its reboot.
+//!
+//! Stage: roll out. Input: the [`Model`], the validator [`Catalog`], the [`Site`] and
+//! a [`Connector`]. Output: a per-node verdict ([`NodeHooks::check`]) and a rebooted
+//! node ([`NodeHooks::reboot`]).
+//!
+//! The checks are the node-level acceptance validators that say whether a node can
+//! run jobs — its rails up, full MTU across them, its GPUs all there and healthy —
+//! restricted to the changed nodes; validators that do not apply to the cluster (no
+//! GPUs, InfiniBand instead of RoCE) are skipped as in `toolkit validate`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::model::Model;
+use crate::transport::Connector;
+use crate::validate::catalog::Catalog;
+use crate::validate::results::Verdict;
+use crate::validate::run::{self, Disposition, RunOptions};
+use crate::validate::subjects::Site;
+
+use super::rollout::NodeHooks;
+
+/// Validators a changed node must pass before it is resumed: each judges one node
+/// (or the node's rails), quickly, without the scheduler.
+pub const POST_CHANGE_VALIDATORS: &[&str] = &["rail-links", "mtu", "gpu-inventory", "gpu-health"];
+
+/// Checks and reboots through the cluster's own validators and SSH.
+pub struct ClusterHooks<'a, C: Connector> {
+    /// The expanded cluster.
+    pub model: &'a Model,
+    /// The validators.
+    pub catalog: &'a Catalog,
+    /// Where the hosts are.
+    pub site: &'a Site,
+    /// SSH.
+    pub connector: &'a C,
+    /// Subjects run at once.
+    pub parallel: usize,
+    /// Reboots a host and waits for it; `None`: a reboot is refused with this reason.
+    pub reboot: Option<&'a (dyn Fn(String) -> futures::future::BoxFuture<'a, Result<(), String>> + Sync)>,
+}
+
+impl<C: Connector> NodeHooks for ClusterHooks<'_, C> {
+    async fn reboot(&self, host: &str) -> Result<(), String> {
+        match self.reboot {
+            Some(reboot) => reboot(host.to_owned()).await,
+            None => Err("this deploy cannot reboot hosts".to_owned()),
+        }
+    }
+
+    async fn check(&self, hosts: &[String]) -> BTreeMap<String, Result<(), String>> {
+        let nodes: BTreeSet<String> = hosts.iter().cloned().collect();
+        let options = RunOptions {
+            only: Some(POST_CHANGE_VALIDATORS.iter().map(|id| (*id).to_owned()).collect()),
+            nodes: Some(nodes),
+            parallel: self.parallel.max(1),
+            ..RunOptions::default()
+        };
+        let planned = match run::plan(self.catalog, self.model, self.site, &options) {
+            Ok(planned) => planned,
+            Err(problems) => {
+                let problem = problems.join("; ");
+                return hosts.iter().map(|host| (host.clone(), Err(format!("checks: {problem}")))).collect();
+            }
+        };
+        let runnable: Vec<_> =
+            planned.into_iter().filter(|item| matches!(item.disposition, Disposition::Run { .. })).collect();
+        let outcome = run::execute(&runnable, self.model, self.site, self.connector, &options).await;
+        verdicts(hosts, &outcome)
+    }
+}
+
+/// Per host: `Err` with the ids of the validators it failed (or could not be judged by).
+fn verdicts(hosts: &[String], outcome: &run::RunOutcome) -> BTreeMap<String, Result<(), String>> {
+    hosts
+        .iter()
+        .map(|host| {
+            let failed: Vec<&str> = outcome
+                .node_verdicts
+                .get(host)
+                .into_iter()
+                .flatten()
+                .filter(|(_, verdict)| !matches!(verdict, Verdict::Passed | Verdict::Warning | Verdict::Skipped))
+                .map(|(id, _)| id.as_str())
+                .collect();
+            let verdict = if failed.is_empty() { Ok(()) } else { Err(failed.join(",")) };
+            (host.clone(), verdict)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_fails_with_the_ids_of_what_it_failed() {
+        let mut outcome = run::RunOutcome { validators: Vec::new(), node_verdicts: BTreeMap::new() };
+        outcome.node_verdicts.insert(
+            "node01".into(),
+            [("mtu".to_owned(), Verdict::Passed), ("rail-links".to_owned(), Verdict::Passed)].into_iter().collect(),
+        );
+        outcome.node_verdicts.insert(
+            "node02".into(),
+            [("mtu".to_owned(), Verdict::Failed), ("rail-links".to_owned(), Verdict::Error)].into_iter().collect(),
+        );
+        let verdicts = verdicts(&["node01".into(), "node02".into(), "node03".into()], &outcome);
+        assert_eq!(verdicts["node01"], Ok(()));
+        assert_eq!(verdicts["node02"], Err("mtu,rail-links".to_owned()));
+        // Nothing applied to it (no rails, no GPUs): nothing failed.
+        assert_eq!(verdicts["node03"], Ok(()));
+    }
+}

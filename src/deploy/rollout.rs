@@ -1,0 +1,666 @@
+//! The rolling change: hosts whose changes need them empty go through the scheduler
+//! in waves under a disruption budget — drain, wait until empty, apply, reboot when
+//! the class says so, check, resume — while every other change applies in place
+//! first.
+//!
+//! Stage: roll out. Input: the [`ResourceGraph`], a classified [`Plan`] (its
+//! [`RolloutPlan`](crate::plan::RolloutPlan)), a [`Connector`], a [`Scheduler`] on
+//! the controller, [`NodeHooks`] (reboot, post-change checks) and the state of the
+//! last deploy. Output: a [`RolloutReport`]; the state, with the rollout's progress,
+//! is saved after every step through the caller's `save`.
+//!
+//! Rules (the GPU Operator's upgrade controller, Slurm's drain semantics):
+//! - no scheduler answering means nothing runs: every change applies at once;
+//! - toolkit drains with a reason naming itself and the rollout
+//!   (`toolkit:rollout <id> drain: <cause>`), and resumes only nodes carrying it; a
+//!   node someone else drained is changed but left drained;
+//! - nodes already out of service count against `--max-unavailable`; nodes a previous
+//!   run left drained go first and never wait for a slot;
+//! - a node that fails (apply, reboot, check) stays drained with the failure as its
+//!   reason; past `max_failures` no new wave starts and the untouched nodes stay in
+//!   service;
+//! - every step is written to the state before the next one, so an interrupted
+//!   rollout resumes without draining a finished node again.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use super::scheduler::{NodeStatus, Scheduler};
+use crate::apply::{self, ApplyOptions, ApplyReport, Outcome, ResourceOutcome, SkipReason};
+use crate::graph::ResourceGraph;
+use crate::plan::state::{NodeRollout, RolloutState, RolloutStep, State};
+use crate::plan::{MaxUnavailable, Plan};
+use crate::resource::{Desired, Disruption};
+use crate::transport::Connector;
+
+/// How a rollout is paced and when it stops.
+#[derive(Debug, Clone)]
+pub struct RolloutOptions {
+    /// How long a node may take to empty before the rollout stops (or requeues).
+    pub drain_timeout: Duration,
+    /// Requeue the jobs still holding a node once the drain timeout passed.
+    pub requeue: bool,
+    /// Failed nodes tolerated before no new wave starts (exceeded, not equalled).
+    pub max_failures: usize,
+    /// How often the scheduler is asked whether drained nodes are empty.
+    pub poll: Duration,
+}
+
+impl Default for RolloutOptions {
+    fn default() -> Self {
+        Self { drain_timeout: Duration::from_hours(1), requeue: false, max_failures: 0, poll: Duration::from_secs(2) }
+    }
+}
+
+/// What a rollout does to a node besides applying its resources. (The futures need
+/// not be `Send`: a deploy runs on one task.)
+pub trait NodeHooks: Sync {
+    /// Reboots `host` and returns once it is back.
+    fn reboot(&self, host: &str) -> impl Future<Output = Result<(), String>>;
+    /// Checks changed nodes before they take work again: per host, `Err(check)` names
+    /// what failed.
+    fn check(&self, hosts: &[String]) -> impl Future<Output = BTreeMap<String, Result<(), String>>>;
+}
+
+/// Hooks for a deploy without a scheduler (`push`): nothing is ever drained, so
+/// nothing is rebooted or checked.
+pub struct NoHooks;
+
+impl NodeHooks for NoHooks {
+    async fn reboot(&self, host: &str) -> Result<(), String> {
+        Err(format!("`{host}`: this run does not reboot hosts"))
+    }
+
+    async fn check(&self, hosts: &[String]) -> BTreeMap<String, Result<(), String>> {
+        hosts.iter().map(|host| (host.clone(), Ok(()))).collect()
+    }
+}
+
+/// The outcome of a deploy that went through the rollout.
+#[derive(Debug, Clone, Default)]
+pub struct RolloutReport {
+    /// Every resource's outcome, all phases merged.
+    pub apply: ApplyReport,
+    /// The rollout's id, when nodes were drained.
+    pub id: Option<String>,
+    /// Each rolled node's final step.
+    pub nodes: BTreeMap<String, NodeRollout>,
+    /// The waves as run.
+    pub waves: Vec<Vec<String>>,
+    /// Why it stopped before the end.
+    pub stopped: Option<String>,
+    /// Said once, for people (`no scheduler answers: nothing runs jobs yet`).
+    pub notes: Vec<String>,
+}
+
+impl RolloutReport {
+    /// Everything applied, every node done, nothing stopped.
+    #[must_use]
+    pub fn is_success(&self) -> bool {
+        self.stopped.is_none()
+            && self.apply.is_success()
+            && self.nodes.values().all(|node| node.step == RolloutStep::Done)
+    }
+}
+
+/// `toolkit:rollout <id>`: what every drain reason of the rollout starts with.
+#[must_use]
+pub fn reason_prefix(id: &str) -> String {
+    format!("toolkit:rollout {id}")
+}
+
+/// Runs `plan` through the rollout. `state` is the last deploy's state; `save` writes
+/// it (with progress) after every step.
+#[allow(clippy::too_many_arguments)]
+pub async fn run<C: Connector, S: Scheduler, H: NodeHooks>(
+    graph: &ResourceGraph,
+    plan: &Plan,
+    connector: &C,
+    scheduler: &S,
+    hooks: &H,
+    apply_options: &ApplyOptions,
+    options: &RolloutOptions,
+    state: State,
+    save: &mut (dyn FnMut(&State) -> Result<(), String> + Send),
+) -> RolloutReport {
+    let mut run = Run::new(graph, plan, state, save);
+    let snapshot = match scheduler.nodes().await {
+        Ok(snapshot) => snapshot,
+        Err(error) => {
+            run.report.stopped = Some(format!("cannot read the scheduler's nodes, so nothing was changed: {error}"));
+            run.skip_unreached();
+            return run.finish();
+        }
+    };
+    let Some(snapshot) = snapshot else {
+        run.report.notes.push("no scheduler answers yet: nothing runs jobs, every change applies at once".to_owned());
+        let everything = run.changes.clone();
+        run.apply(connector, apply_options, &everything).await;
+        let reboot: Vec<String> =
+            run.hosts_of_class(Disruption::Reboot).into_iter().filter(|host| !run.host_failed(host)).collect();
+        for host in &reboot {
+            if let Err(error) = hooks.reboot(host).await {
+                run.report.stopped = Some(format!("`{host}` did not come back from its reboot: {error}"));
+            }
+        }
+        return run.finish();
+    };
+
+    let previous = run.state.rollout.take();
+    let mut nodes: BTreeMap<String, NodeRollout> = BTreeMap::new();
+    if let Some(previous) = &previous {
+        for (name, node) in previous.in_flight() {
+            nodes.insert(name.to_owned(), node.clone());
+        }
+    }
+    let planned: Vec<String> =
+        plan.rollout.iter().flat_map(crate::plan::RolloutPlan::drained_hosts).map(str::to_owned).collect();
+    for host in &planned {
+        if snapshot.contains_key(host) {
+            nodes.entry(host.clone()).or_insert(NodeRollout {
+                step: RolloutStep::Pending,
+                held_by_other: false,
+                error: None,
+            });
+        } else if !nodes.contains_key(host) {
+            run.report.notes.push(format!("`{host}` is not in the scheduler yet: changed without a drain"));
+        }
+    }
+    let id = previous.as_ref().map_or_else(new_id, |previous| previous.id.clone());
+    let rolled: BTreeSet<String> = nodes.keys().cloned().collect();
+
+    // Everything that needs no drain goes first: the controller's and the switches'
+    // changes, and nodes whose changes jobs do not notice.
+    let first: HashSet<usize> =
+        run.changes.iter().copied().filter(|&index| !rolled.contains(&graph.resources[index].target.name)).collect();
+    run.apply(connector, apply_options, &first).await;
+    if rolled.is_empty() {
+        return run.finish();
+    }
+    if !run.report.apply.is_success() {
+        run.report.stopped =
+            Some("changes that need no drain failed: no node was drained; fix them and deploy again".to_owned());
+        run.skip_unreached();
+        return run.finish();
+    }
+    let started = previous.as_ref().map_or_else(|| jiff::Timestamp::now().to_string(), |p| p.started.clone());
+    run.state.rollout = Some(RolloutState { id: id.clone(), started, nodes });
+    run.report.id = Some(id.clone());
+    run.save();
+
+    let waves = match waves(&run.rollout().nodes, &snapshot, &rolled, plan) {
+        Ok(waves) => waves,
+        Err(reason) => {
+            run.report.stopped = Some(reason);
+            run.skip_unreached();
+            return run.finish();
+        }
+    };
+    // A node that failed in an earlier run goes again in the first wave and counts
+    // only if it fails again.
+    let mut failures = 0;
+    for wave in waves {
+        if apply_options.cancel.is_cancelled() {
+            run.report.stopped =
+                Some("interrupted: the nodes in flight stay drained; deploy again to carry on".to_owned());
+            break;
+        }
+        run.report.waves.push(wave.clone());
+        let wave_failures = run.wave(&wave, &snapshot, &id, connector, scheduler, hooks, apply_options, options).await;
+        failures += wave_failures;
+        if run.report.stopped.is_some() {
+            break;
+        }
+        if failures > options.max_failures {
+            run.report.stopped = Some(format!(
+                "{failures} node(s) failed (more than --max-failures {}): no new wave starts; the failed nodes stay drained with the failure as their reason",
+                options.max_failures
+            ));
+            break;
+        }
+    }
+    run.skip_unreached();
+    run.finish()
+}
+
+/// A short id that sorts by time: `r20261125-221651`.
+fn new_id() -> String {
+    jiff::Timestamp::now().strftime("r%Y%m%d-%H%M%S").to_string()
+}
+
+/// The waves to run: nodes a previous run holds and nodes already out of service
+/// first (they cost no slot), then the rest in name order, each wave as large as the
+/// budget leaves room for after the nodes others hold out of service.
+fn waves(
+    nodes: &BTreeMap<String, NodeRollout>,
+    snapshot: &BTreeMap<String, NodeStatus>,
+    rolled: &BTreeSet<String>,
+    plan: &Plan,
+) -> Result<Vec<Vec<String>>, String> {
+    // The plan's budget: deploy runs the waves the plan showed.
+    let (max_unavailable, budget) = plan
+        .rollout
+        .as_ref()
+        .map_or((MaxUnavailable::default(), 1), |rollout| (rollout.max_unavailable, rollout.budget));
+    let held_elsewhere: Vec<&str> = snapshot
+        .iter()
+        .filter(|(name, status)| status.is_unavailable() && !rolled.contains(*name))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let free: Vec<String> = nodes
+        .iter()
+        .filter(|(name, node)| node.step.in_flight() || snapshot.get(*name).is_some_and(NodeStatus::is_unavailable))
+        .map(|(name, _)| name.clone())
+        .collect();
+    let waiting: Vec<String> = nodes
+        .iter()
+        .filter(|(name, node)| node.step == RolloutStep::Pending && !free.contains(name))
+        .map(|(name, _)| name.clone())
+        .collect();
+    let slots = budget.saturating_sub(held_elsewhere.len());
+    if slots == 0 && !waiting.is_empty() {
+        return Err(format!(
+            "--max-unavailable {max_unavailable} allows {budget} node(s) out of service and {} already are ({}): no node can be drained; raise --max-unavailable or return them to service",
+            held_elsewhere.len(),
+            crate::model::hostlist::compress(held_elsewhere.iter().copied())
+        ));
+    }
+    let mut waves = Vec::new();
+    let mut waiting = waiting.into_iter();
+    if !free.is_empty() {
+        let mut first = free;
+        first.extend(waiting.by_ref().take(slots.saturating_sub(first.len())));
+        waves.push(first);
+    }
+    waves.extend(crate::plan::disruption::waves(waiting.collect(), slots));
+    Ok(waves)
+}
+
+/// One rollout's working data.
+struct Run<'a> {
+    graph: &'a ResourceGraph,
+    plan: &'a Plan,
+    /// The state as loaded, with the rollout's progress: what `save` writes.
+    state: State,
+    save: &'a mut (dyn FnMut(&State) -> Result<(), String> + Send),
+    /// Resources to change over SSH (API objects are the API stage's).
+    changes: HashSet<usize>,
+    /// Per resource: its outcome so far (`None`: not run yet).
+    outcomes: Vec<Option<ResourceOutcome>>,
+    report: RolloutReport,
+}
+
+impl<'a> Run<'a> {
+    fn new(
+        graph: &'a ResourceGraph,
+        plan: &'a Plan,
+        state: State,
+        save: &'a mut (dyn FnMut(&State) -> Result<(), String> + Send),
+    ) -> Self {
+        let mut changes = super::changed_indexes(graph, plan);
+        changes.retain(|&index| !matches!(graph.resources[index].desired, Desired::Api(_)));
+        Self {
+            graph,
+            plan,
+            state,
+            save,
+            changes,
+            outcomes: vec![None; graph.resources.len()],
+            report: RolloutReport::default(),
+        }
+    }
+
+    fn rollout(&mut self) -> &mut RolloutState {
+        self.state.rollout.get_or_insert_with(|| RolloutState {
+            id: new_id(),
+            started: jiff::Timestamp::now().to_string(),
+            nodes: BTreeMap::new(),
+        })
+    }
+
+    fn set_step(&mut self, host: &str, step: RolloutStep, error: Option<String>) {
+        if let Some(node) = self.rollout().nodes.get_mut(host) {
+            node.step = step;
+            node.error = error;
+        }
+        self.save();
+    }
+
+    fn step(&self, host: &str) -> Option<RolloutStep> {
+        self.state.rollout.as_ref().and_then(|rollout| rollout.nodes.get(host)).map(|node| node.step)
+    }
+
+    /// Applies `changes` through the walker and merges the outcomes.
+    async fn apply<C: Connector>(&mut self, connector: &C, options: &ApplyOptions, changes: &HashSet<usize>) {
+        if changes.is_empty() {
+            return;
+        }
+        let report = apply::apply(self.graph, changes, connector, options).await;
+        for outcome in report.outcomes {
+            // Resources outside `changes` are `Unchanged` in this report whatever an
+            // earlier phase did to them.
+            if changes.contains(&outcome.index) {
+                let index = outcome.index;
+                self.outcomes[index] = Some(outcome);
+            }
+        }
+        self.report.apply.cancelled |= report.cancelled;
+        self.report.apply.aborted |= report.aborted;
+        self.save();
+    }
+
+    fn host_failed(&self, host: &str) -> bool {
+        self.outcomes.iter().flatten().any(|outcome| outcome.target == host && !outcome.outcome.is_success())
+    }
+
+    fn host_error(&self, host: &str) -> Option<String> {
+        self.outcomes.iter().flatten().find_map(|outcome| match &outcome.outcome {
+            Outcome::Failed { error } if outcome.target == host => {
+                Some(format!("{}: {}", outcome.id, error.lines().next().unwrap_or_default()))
+            }
+            Outcome::Skipped { reason: SkipReason::Upstream { id } } if outcome.target == host => {
+                Some(format!("{} skipped: upstream `{id}` failed", outcome.id))
+            }
+            _ => None,
+        })
+    }
+
+    fn hosts_of_class(&self, class: Disruption) -> BTreeSet<String> {
+        self.plan
+            .rollout
+            .iter()
+            .flat_map(|rollout| rollout.hosts.iter())
+            .filter(|(_, host)| host.class == class)
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// Changed resources not run yet are `NotReached`: their record stays as it was.
+    fn skip_unreached(&mut self) {
+        for &index in &self.changes {
+            if self.outcomes[index].is_none() {
+                let resource = &self.graph.resources[index];
+                self.outcomes[index] = Some(ResourceOutcome {
+                    index,
+                    id: resource.id.clone(),
+                    target: resource.target.name.clone(),
+                    outcome: Outcome::Skipped { reason: SkipReason::NotReached },
+                    elapsed_ms: 0,
+                });
+            }
+        }
+    }
+
+    /// The merged report; resources never run count as unchanged only when they were
+    /// not to be changed.
+    fn merged(&self) -> ApplyReport {
+        let outcomes = self
+            .graph
+            .order
+            .iter()
+            .map(|&index| {
+                self.outcomes[index].clone().unwrap_or_else(|| {
+                    let resource = &self.graph.resources[index];
+                    let outcome = if self.changes.contains(&index) {
+                        Outcome::Skipped { reason: SkipReason::NotReached }
+                    } else {
+                        Outcome::Unchanged
+                    };
+                    ResourceOutcome {
+                        index,
+                        id: resource.id.clone(),
+                        target: resource.target.name.clone(),
+                        outcome,
+                        elapsed_ms: 0,
+                    }
+                })
+            })
+            .collect();
+        ApplyReport { outcomes, cancelled: self.report.apply.cancelled, aborted: self.report.apply.aborted }
+    }
+
+    /// Writes the state as it is now: resources done so far recorded, the rollout's
+    /// progress kept. A failed write is reported, and the run goes on: the hosts are
+    /// as they are either way.
+    fn save(&mut self) {
+        let merged = self.merged();
+        let mut state = super::record(self.state.clone(), self.graph, self.plan, &merged);
+        state.rollout.clone_from(&self.state.rollout);
+        if let Err(error) = (self.save)(&state) {
+            tracing::warn!(%error, "could not save the state");
+            if !self.report.notes.iter().any(|note| note.starts_with("could not save")) {
+                self.report.notes.push(format!("could not save the state: {error}"));
+            }
+        }
+    }
+
+    fn finish(mut self) -> RolloutReport {
+        if self.state.rollout.as_ref().is_some_and(RolloutState::is_finished) {
+            if let Some(rollout) = self.state.rollout.take() {
+                self.report.nodes = rollout.nodes;
+            }
+        } else if let Some(rollout) = &self.state.rollout {
+            self.report.nodes.clone_from(&rollout.nodes);
+        }
+        self.save();
+        self.report.apply = self.merged();
+        self.report
+    }
+
+    /// One wave: drain, wait, apply, reboot, check, resume. Returns its failures.
+    #[allow(clippy::too_many_arguments)]
+    async fn wave<C: Connector, S: Scheduler, H: NodeHooks>(
+        &mut self,
+        wave: &[String],
+        snapshot: &BTreeMap<String, NodeStatus>,
+        id: &str,
+        connector: &C,
+        scheduler: &S,
+        hooks: &H,
+        apply_options: &ApplyOptions,
+        options: &RolloutOptions,
+    ) -> usize {
+        let prefix = reason_prefix(id);
+        let mut failures = 0;
+        // Drain.
+        for host in wave {
+            if self.step(host) != Some(RolloutStep::Pending) {
+                continue;
+            }
+            let status = snapshot.get(host);
+            let theirs = status.is_some_and(|status| {
+                status.drain && !status.reason.as_deref().is_some_and(|reason| reason.starts_with(&prefix))
+            });
+            if theirs {
+                if let Some(node) = self.rollout().nodes.get_mut(host) {
+                    node.held_by_other = true;
+                }
+                self.set_step(host, RolloutStep::Draining, None);
+                continue;
+            }
+            let reason = format!("{prefix} {}: {}", self.class_of(host), self.cause_of(host));
+            match scheduler.drain(host, &reason).await {
+                Ok(()) => self.set_step(host, RolloutStep::Draining, None),
+                Err(error) => {
+                    failures += 1;
+                    self.set_step(host, RolloutStep::Failed, Some(format!("drain: {error}")));
+                }
+            }
+        }
+        // Wait until empty.
+        let draining: Vec<String> =
+            wave.iter().filter(|host| self.step(host) == Some(RolloutStep::Draining)).cloned().collect();
+        if let Err(stop) = self.wait_empty(&draining, scheduler, apply_options, options).await {
+            self.report.stopped = Some(stop);
+            return failures;
+        }
+        // Apply.
+        let drained: BTreeSet<&String> = wave
+            .iter()
+            .filter(|host| {
+                self.step(host).is_some_and(|step| step >= RolloutStep::Drained && step != RolloutStep::Done)
+            })
+            .collect();
+        let changes: HashSet<usize> = self
+            .changes
+            .iter()
+            .copied()
+            .filter(|&index| drained.contains(&self.graph.resources[index].target.name))
+            .collect();
+        self.apply(connector, apply_options, &changes).await;
+        for host in wave {
+            if !drained.contains(host) {
+                continue;
+            }
+            if self.host_failed(host) {
+                failures += 1;
+                let error = self.host_error(host).unwrap_or_else(|| "apply failed".to_owned());
+                self.fail(host, scheduler, &prefix, format!("apply {error}")).await;
+            } else if self.step(host) < Some(RolloutStep::Applied) || self.step(host) == Some(RolloutStep::Failed) {
+                self.set_step(host, RolloutStep::Applied, None);
+            }
+        }
+        // Reboot.
+        for host in wave {
+            if self.step(host) == Some(RolloutStep::Applied) && self.class_of(host) == Disruption::Reboot {
+                match hooks.reboot(host).await {
+                    Ok(()) => self.set_step(host, RolloutStep::Rebooted, None),
+                    Err(error) => {
+                        failures += 1;
+                        self.fail(host, scheduler, &prefix, format!("reboot: {error}")).await;
+                    }
+                }
+            }
+        }
+        // Check, then resume.
+        let to_check: Vec<String> = wave
+            .iter()
+            .filter(|host| matches!(self.step(host), Some(RolloutStep::Applied | RolloutStep::Rebooted)))
+            .cloned()
+            .collect();
+        let verdicts = if to_check.is_empty() { BTreeMap::new() } else { hooks.check(&to_check).await };
+        for host in &to_check {
+            if let Some(Err(check)) = verdicts.get(host) {
+                failures += 1;
+                self.fail(host, scheduler, &prefix, format!("check {check}")).await;
+                continue;
+            }
+            let held = self.state.rollout.as_ref().and_then(|r| r.nodes.get(host)).is_some_and(|n| n.held_by_other);
+            if !held && let Err(error) = scheduler.resume(host).await {
+                failures += 1;
+                self.set_step(host, RolloutStep::Failed, Some(format!("resume: {error}")));
+                continue;
+            }
+            self.set_step(host, RolloutStep::Done, None);
+        }
+        failures
+    }
+
+    /// Marks `host` failed: it stays drained, with the failure as its reason (unless
+    /// someone else holds it).
+    async fn fail<S: Scheduler>(&mut self, host: &str, scheduler: &S, prefix: &str, error: String) {
+        let held = self.state.rollout.as_ref().and_then(|r| r.nodes.get(host)).is_some_and(|n| n.held_by_other);
+        if !held {
+            let reason = format!("{prefix} failed: {}", first_words(&error));
+            if let Err(drain_error) = scheduler.drain(host, &reason).await {
+                tracing::warn!(host, %drain_error, "could not record the failure as the drain reason");
+            }
+        }
+        self.set_step(host, RolloutStep::Failed, Some(error));
+    }
+
+    /// Waits until every host in `draining` is empty; requeues once past the timeout
+    /// when allowed. `Err` says which jobs held which node.
+    async fn wait_empty<S: Scheduler>(
+        &mut self,
+        draining: &[String],
+        scheduler: &S,
+        apply_options: &ApplyOptions,
+        options: &RolloutOptions,
+    ) -> Result<(), String> {
+        let mut waiting: Vec<String> = draining.to_vec();
+        let mut deadline = Instant::now() + options.drain_timeout;
+        let mut requeued = false;
+        while !waiting.is_empty() {
+            let nodes = scheduler.nodes().await.map_err(|error| format!("waiting for nodes to drain: {error}"))?;
+            let mut still = Vec::new();
+            for host in waiting {
+                let empty = nodes.as_ref().and_then(|nodes| nodes.get(&host)).is_none_or(NodeStatus::is_empty_drained);
+                let jobs = if empty {
+                    scheduler.jobs_on(&host).await.map_err(|error| format!("waiting for `{host}` to drain: {error}"))?
+                } else {
+                    Vec::new()
+                };
+                if empty && jobs.is_empty() {
+                    self.set_step(&host, RolloutStep::Drained, None);
+                } else {
+                    still.push(host);
+                }
+            }
+            waiting = still;
+            if waiting.is_empty() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                let mut holding = Vec::new();
+                let mut ids = Vec::new();
+                for host in &waiting {
+                    let jobs = scheduler.jobs_on(host).await.unwrap_or_default();
+                    let listed: Vec<String> =
+                        jobs.iter().map(|job| format!("{} ({}, {})", job.id, job.user, job.state)).collect();
+                    ids.extend(jobs.into_iter().map(|job| job.id));
+                    holding.push(format!(
+                        "{host}: {}",
+                        if listed.is_empty() { "completing".to_owned() } else { listed.join(", ") }
+                    ));
+                }
+                if options.requeue && !requeued && !ids.is_empty() {
+                    scheduler.requeue(&ids).await.map_err(|error| format!("requeueing {}: {error}", ids.join(",")))?;
+                    self.report.notes.push(format!("requeued job(s) {} after --drain-timeout", ids.join(",")));
+                    requeued = true;
+                    deadline = Instant::now() + options.drain_timeout;
+                    continue;
+                }
+                return Err(format!(
+                    "not empty after --drain-timeout {} s: {}; they stay drained by toolkit (deploy again to keep waiting, `--requeue` to requeue the jobs, or `scontrol update nodename=… state=resume` to give up)",
+                    options.drain_timeout.as_secs(),
+                    holding.join("; ")
+                ));
+            }
+            tokio::select! {
+                () = tokio::time::sleep(options.poll) => {}
+                () = apply_options.cancel.cancelled() => {
+                    return Err("interrupted while nodes drained: they stay drained by toolkit; deploy again to carry on".to_owned());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn class_of(&self, host: &str) -> Disruption {
+        self.plan.rollout.as_ref().map_or(Disruption::Drain, |rollout| rollout.class(host).max(Disruption::Drain))
+    }
+
+    /// The first change that makes `host` need a drain, as a path or name.
+    fn cause_of(&self, host: &str) -> String {
+        self.plan
+            .rollout
+            .as_ref()
+            .and_then(|rollout| rollout.hosts.get(host))
+            .and_then(|host| host.because.first())
+            .map_or_else(
+                || "resume an interrupted rollout".to_owned(),
+                |id| id.splitn(3, ':').last().unwrap_or(id).to_owned(),
+            )
+    }
+}
+
+/// The start of an error, short enough for a Slurm reason.
+fn first_words(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    line.chars().take(120).collect()
+}
+
+#[cfg(test)]
+mod tests;

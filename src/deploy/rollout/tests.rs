@@ -1,0 +1,454 @@
+//! The rollout against an in-memory Slurm and the scripted transport: waves under the
+//! budget, drains only where needed, resume only of toolkit's own drains, failures
+//! that stop the line, and resumption from every step a run can stop at.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use super::*;
+use crate::apply::fake::{Call, FakeConnector, Script, fresh_debian};
+use crate::deploy::scheduler::{Job, SchedulerError};
+use crate::graph;
+use crate::plan::diff::{PlanInputs, diff};
+use crate::plan::disruption::classify;
+use crate::resource::{Content, Resource, Target, TargetKind};
+
+const RAILS: &str = "/etc/netplan/60-toolkit-rails.yaml";
+
+/// A node's status and its jobs, each with the reads left before it finishes.
+type FakeNode = (NodeStatus, Vec<(Job, usize)>);
+
+/// Slurm as a map: node → (status, jobs); a job finishes after `polls` reads.
+#[derive(Default)]
+struct FakeSlurm {
+    nodes: Mutex<BTreeMap<String, FakeNode>>,
+    /// `drain node` / `resume node` / `requeue ids`, in order.
+    events: Mutex<Vec<String>>,
+    /// Most nodes drained by toolkit at one time.
+    most_drained: Mutex<usize>,
+    down: bool,
+}
+
+impl FakeSlurm {
+    fn with(nodes: &[&str]) -> Self {
+        let slurm = Self::default();
+        for node in nodes {
+            let status = NodeStatus { state: "IDLE".into(), drain: false, busy: false, reason: None };
+            slurm.nodes.lock().expect("nodes").insert((*node).to_owned(), (status, Vec::new()));
+        }
+        slurm
+    }
+
+    fn job(&self, node: &str, id: &str, polls: usize) {
+        let mut nodes = self.nodes.lock().expect("nodes");
+        let (status, jobs) = nodes.get_mut(node).expect("node");
+        status.state = "ALLOCATED".into();
+        status.busy = true;
+        jobs.push((Job { id: id.into(), user: "alice".into(), state: "RUNNING".into() }, polls));
+    }
+
+    fn drain_by_admin(&self, node: &str, reason: &str) {
+        let mut nodes = self.nodes.lock().expect("nodes");
+        let (status, _) = nodes.get_mut(node).expect("node");
+        status.drain = true;
+        status.reason = Some(reason.into());
+    }
+
+    fn events(&self) -> Vec<String> {
+        self.events.lock().expect("events").clone()
+    }
+
+    fn status(&self, node: &str) -> NodeStatus {
+        self.nodes.lock().expect("nodes")[node].0.clone()
+    }
+}
+
+impl Scheduler for FakeSlurm {
+    async fn nodes(&self) -> Result<Option<BTreeMap<String, NodeStatus>>, SchedulerError> {
+        if self.down {
+            return Ok(None);
+        }
+        let mut nodes = self.nodes.lock().expect("nodes");
+        for (status, jobs) in nodes.values_mut() {
+            for (_, polls) in jobs.iter_mut() {
+                *polls = polls.saturating_sub(1);
+            }
+            jobs.retain(|(_, polls)| *polls > 0);
+            status.busy = !jobs.is_empty();
+            if jobs.is_empty() && status.state == "ALLOCATED" {
+                status.state = "IDLE".into();
+            }
+        }
+        Ok(Some(nodes.iter().map(|(name, (status, _))| (name.clone(), status.clone())).collect()))
+    }
+
+    async fn drain(&self, node: &str, reason: &str) -> Result<(), SchedulerError> {
+        let mut nodes = self.nodes.lock().expect("nodes");
+        let (status, _) = nodes.get_mut(node).expect("node");
+        status.drain = true;
+        status.reason = Some(reason.into());
+        let ours = nodes
+            .values()
+            .filter(|(s, _)| s.drain && s.reason.as_deref().is_some_and(|r| r.starts_with("toolkit:")))
+            .count();
+        let mut most = self.most_drained.lock().expect("most");
+        *most = (*most).max(ours);
+        self.events.lock().expect("events").push(format!("drain {node}: {reason}"));
+        Ok(())
+    }
+
+    async fn resume(&self, node: &str) -> Result<(), SchedulerError> {
+        let mut nodes = self.nodes.lock().expect("nodes");
+        let (status, _) = nodes.get_mut(node).expect("node");
+        status.drain = false;
+        status.reason = None;
+        self.events.lock().expect("events").push(format!("resume {node}"));
+        Ok(())
+    }
+
+    async fn jobs_on(&self, node: &str) -> Result<Vec<Job>, SchedulerError> {
+        Ok(self.nodes.lock().expect("nodes")[node].1.iter().map(|(job, _)| job.clone()).collect())
+    }
+
+    async fn requeue(&self, jobs: &[String]) -> Result<(), SchedulerError> {
+        let mut nodes = self.nodes.lock().expect("nodes");
+        for (_, held) in nodes.values_mut() {
+            held.retain(|(job, _)| !jobs.contains(&job.id));
+        }
+        self.events.lock().expect("events").push(format!("requeue {}", jobs.join(",")));
+        Ok(())
+    }
+}
+
+/// Reboots and checks, recorded; checks fail for the hosts in `failing`.
+#[derive(Default)]
+struct Hooks {
+    log: Mutex<Vec<String>>,
+    failing: Mutex<Vec<String>>,
+}
+
+impl NodeHooks for Hooks {
+    async fn reboot(&self, host: &str) -> Result<(), String> {
+        self.log.lock().expect("log").push(format!("reboot {host}"));
+        Ok(())
+    }
+
+    async fn check(&self, hosts: &[String]) -> BTreeMap<String, Result<(), String>> {
+        let failing = self.failing.lock().expect("failing").clone();
+        hosts
+            .iter()
+            .map(|host| {
+                self.log.lock().expect("log").push(format!("check {host}"));
+                let verdict = if failing.contains(host) { Err("rail-links".to_owned()) } else { Ok(()) };
+                (host.clone(), verdict)
+            })
+            .collect()
+    }
+}
+
+fn file(host: &str, path: &str, text: &str, disruption: Disruption) -> Resource {
+    Resource::new(
+        Target { name: host.into(), kind: TargetKind::Node },
+        path,
+        Desired::File {
+            path: path.into(),
+            content: Content::new(text.into()),
+            mode: 0o644,
+            owner: "root".into(),
+            group: "root".into(),
+            secret: false,
+            check: None,
+        },
+    )
+    .disrupts(disruption)
+}
+
+/// A head with slurm.conf and `nodes` with a rail file and slurm.conf; `rails`
+/// is the rail file's new text, `class` its disruption.
+struct Cluster {
+    graph: ResourceGraph,
+    plan: Plan,
+    state: State,
+}
+
+fn cluster(nodes: &[&str], rails: &str, class: Disruption, budget: &str) -> Cluster {
+    let resources = |text: &str, conf: &str| {
+        let mut out = vec![file("head", "/etc/slurm/slurm.conf", conf, Disruption::None)];
+        for node in nodes {
+            out.push(file(node, RAILS, text, class));
+            out.push(file(node, "/etc/slurm/slurm.conf", conf, Disruption::None));
+        }
+        out
+    };
+    let mut state = State::empty("lab");
+    for resource in resources("mtu 9000", "old") {
+        state.record(&resource);
+    }
+    let graph = graph::build(resources(rails, "new")).expect("graph");
+    let mut plan = diff(&graph, &state, PlanInputs::default());
+    let schedulable = nodes.iter().map(|node| (*node).to_owned()).collect();
+    classify(&graph, &mut plan, &schedulable, budget.parse().expect("budget"));
+    Cluster { graph, plan, state }
+}
+
+fn options() -> RolloutOptions {
+    RolloutOptions {
+        poll: Duration::from_millis(1),
+        drain_timeout: Duration::from_secs(5),
+        ..RolloutOptions::default()
+    }
+}
+
+/// Runs the rollout; returns its report and every state it saved.
+async fn roll(
+    cluster: &Cluster,
+    state: State,
+    connector: &FakeConnector,
+    slurm: &FakeSlurm,
+    hooks: &Hooks,
+    options: &RolloutOptions,
+) -> (RolloutReport, Vec<State>) {
+    let saved = Mutex::new(Vec::new());
+    let mut save = |state: &State| -> Result<(), String> {
+        saved.lock().expect("saved").push(state.clone());
+        Ok(())
+    };
+    let report = run(
+        &cluster.graph,
+        &cluster.plan,
+        connector,
+        slurm,
+        hooks,
+        &ApplyOptions::default(),
+        options,
+        state,
+        &mut save,
+    )
+    .await;
+    (report, saved.into_inner().expect("saved"))
+}
+
+fn writes(connector: &FakeConnector, path: &str) -> Vec<String> {
+    connector
+        .script
+        .calls()
+        .into_iter()
+        .filter_map(|call| match call {
+            Call::Write { host, path: written } if written == path => Some(host),
+            _ => None,
+        })
+        .collect()
+}
+
+const NODES: [&str; 4] = ["node01", "node02", "node03", "node04"];
+
+#[tokio::test]
+async fn drain_class_nodes_go_one_wave_at_a_time_after_the_in_place_changes() {
+    let cluster = cluster(&NODES, "mtu 8000", Disruption::Drain, "1");
+    let slurm = FakeSlurm::with(&NODES);
+    slurm.job("node01", "42", 3);
+    let connector = FakeConnector::new(Script::new(fresh_debian));
+    let hooks = Hooks::default();
+    let (report, saved) = roll(&cluster, cluster.state.clone(), &connector, &slurm, &hooks, &options()).await;
+    assert!(report.is_success(), "{report:#?}");
+    assert_eq!(report.waves, [["node01"], ["node02"], ["node03"], ["node04"]]);
+    assert_eq!(*slurm.most_drained.lock().expect("most"), 1, "never two at once");
+    let events = slurm.events();
+    let id = report.id.clone().expect("id");
+    assert_eq!(events[0], format!("drain node01: toolkit:rollout {id} drain: {RAILS}"));
+    assert_eq!(events.iter().filter(|event| event.starts_with("resume")).count(), 4);
+    // The head's change (no drain) first; a drained node gets all its changes in its wave.
+    let calls = connector.script.calls();
+    let first_rail =
+        calls.iter().position(|call| matches!(call, Call::Write { path, .. } if path == RAILS)).expect("rails");
+    assert_eq!(calls[..first_rail].iter().map(Call::host).collect::<Vec<_>>(), ["head"]);
+    assert_eq!(writes(&connector, "/etc/slurm/slurm.conf"), ["head", "node01", "node02", "node03", "node04"]);
+    assert_eq!(writes(&connector, RAILS), NODES);
+    // Each node was checked once, the state was saved as it went, and the finished
+    // rollout is gone from the last state.
+    assert_eq!(hooks.log.lock().expect("log").len(), 4);
+    assert!(
+        saved
+            .iter()
+            .any(|state| state.rollout.as_ref().is_some_and(|r| r.nodes["node02"].step == RolloutStep::Drained))
+    );
+    let last = saved.last().expect("saved");
+    assert!(last.rollout.is_none());
+    assert_eq!(
+        last.resources[&format!("node04:file:{RAILS}")].fingerprint,
+        cluster.graph.resources[1].desired.fingerprint()
+    );
+}
+
+#[tokio::test]
+async fn no_scheduler_means_nothing_runs_and_everything_applies_at_once() {
+    let cluster = cluster(&NODES, "mtu 8000", Disruption::Reboot, "1");
+    let slurm = FakeSlurm { down: true, ..FakeSlurm::with(&NODES) };
+    let connector = FakeConnector::new(Script::new(fresh_debian));
+    let hooks = Hooks::default();
+    let (report, _) = roll(&cluster, cluster.state.clone(), &connector, &slurm, &hooks, &options()).await;
+    assert!(report.is_success(), "{report:#?}");
+    assert!(slurm.events().is_empty());
+    assert!(report.waves.is_empty());
+    // A first driver install still reboots.
+    assert_eq!(hooks.log.lock().expect("log").len(), 4);
+}
+
+#[tokio::test]
+async fn a_failing_check_keeps_the_node_drained_and_stops_the_rollout() {
+    let cluster = cluster(&NODES, "mtu 8000", Disruption::Drain, "1");
+    let slurm = FakeSlurm::with(&NODES);
+    let connector = FakeConnector::new(Script::new(fresh_debian));
+    let hooks = Hooks::default();
+    hooks.failing.lock().expect("failing").push("node02".into());
+    let (report, saved) = roll(&cluster, cluster.state.clone(), &connector, &slurm, &hooks, &options()).await;
+    assert!(!report.is_success());
+    assert!(report.stopped.as_deref().is_some_and(|why| why.contains("--max-failures 0")), "{report:?}");
+    let id = report.id.clone().expect("id");
+    let node02 = slurm.status("node02");
+    assert!(node02.drain);
+    assert_eq!(node02.reason.as_deref(), Some(format!("toolkit:rollout {id} failed: check rail-links").as_str()));
+    // node03 and node04 are untouched: in service, not written.
+    assert!(!slurm.status("node03").drain && !slurm.status("node04").drain);
+    assert_eq!(writes(&connector, RAILS), ["node01", "node02"]);
+    assert!(matches!(
+        report.apply.outcome(&format!("node03:file:{RAILS}")),
+        Some(Outcome::Skipped { reason: SkipReason::NotReached })
+    ));
+    let state = saved.last().expect("saved").clone();
+    let rollout = state.rollout.clone().expect("kept");
+    assert_eq!(rollout.nodes["node02"].step, RolloutStep::Failed);
+    assert_eq!(rollout.nodes["node03"].step, RolloutStep::Pending);
+    // node03's rail file keeps its old record: a later plan shows it again.
+    assert_ne!(
+        state.resources[&format!("node03:file:{RAILS}")].fingerprint,
+        cluster.graph.resources[5].desired.fingerprint()
+    );
+
+    // Fixed: the rerun resumes node02 first (it holds no slot), then goes on; node01
+    // is never drained again.
+    hooks.failing.lock().expect("failing").clear();
+    let rerun = {
+        let mut state = state.clone();
+        state.rollout = Some(rollout);
+        let mut plan_state = state.clone();
+        plan_state.rollout = None;
+        let mut again = cluster_from(&cluster, &plan_state);
+        again.state = state;
+        again
+    };
+    let (report, _) = roll(&rerun, rerun.state.clone(), &connector, &slurm, &hooks, &options()).await;
+    assert!(report.is_success(), "{report:#?}");
+    assert_eq!(report.id.as_deref(), Some(id.as_str()));
+    assert_eq!(report.waves, [["node02"], ["node03"], ["node04"]]);
+    let drains: Vec<String> = slurm.events().into_iter().filter(|event| event.starts_with("drain node01")).collect();
+    assert_eq!(drains.len(), 1, "{drains:?}");
+    assert!(!slurm.status("node02").drain);
+}
+
+/// `cluster` planned again against `state` (what a rerun's plan sees).
+fn cluster_from(cluster: &Cluster, state: &State) -> Cluster {
+    let mut plan = diff(&cluster.graph, state, PlanInputs::default());
+    let schedulable = NODES.iter().map(|node| (*node).to_owned()).collect();
+    classify(&cluster.graph, &mut plan, &schedulable, "1".parse().expect("budget"));
+    Cluster { graph: cluster.graph.clone(), plan, state: state.clone() }
+}
+
+#[tokio::test]
+async fn a_rollout_resumes_from_every_step_without_draining_a_done_node_again() {
+    for step in
+        [RolloutStep::Draining, RolloutStep::Drained, RolloutStep::Applied, RolloutStep::Rebooted, RolloutStep::Failed]
+    {
+        let first = cluster(&NODES, "mtu 8000", Disruption::Drain, "1");
+        // Interrupted: node01 done, node02 at `step` (drained by toolkit), the rest pending.
+        let slurm = FakeSlurm::with(&NODES);
+        slurm.drain_by_admin("node02", "toolkit:rollout r1 drain: x");
+        let mut state = first.state.clone();
+        for resource in &first.graph.resources {
+            if resource.target.name == "node01"
+                || (step >= RolloutStep::Applied && step != RolloutStep::Failed && resource.target.name == "node02")
+            {
+                state.record(resource);
+            }
+        }
+        state.record(&first.graph.resources[0]);
+        let mut nodes = BTreeMap::new();
+        for (node, node_step) in [
+            ("node01", RolloutStep::Done),
+            ("node02", step),
+            ("node03", RolloutStep::Pending),
+            ("node04", RolloutStep::Pending),
+        ] {
+            nodes.insert(node.to_owned(), NodeRollout { step: node_step, held_by_other: false, error: None });
+        }
+        let again = cluster_from(&first, &state);
+        state.rollout = Some(RolloutState { id: "r1".into(), started: "2026-11-25T00:00:00Z".into(), nodes });
+        let connector = FakeConnector::new(Script::new(fresh_debian));
+        let hooks = Hooks::default();
+        let (report, saved) = roll(&again, state, &connector, &slurm, &hooks, &options()).await;
+        assert!(report.is_success(), "{step:?}: {report:#?}");
+        assert_eq!(report.waves[0], ["node02"], "{step:?}: the held node goes first");
+        let events = slurm.events();
+        assert!(
+            !events.iter().any(|event| event.starts_with("drain node01") || event.starts_with("drain node02")),
+            "{step:?}: {events:?}"
+        );
+        assert!(events.contains(&"resume node02".to_owned()), "{step:?}: {events:?}");
+        assert!(!writes(&connector, RAILS).contains(&"node01".to_owned()), "{step:?}");
+        assert!(saved.last().expect("saved").rollout.is_none(), "{step:?}");
+    }
+}
+
+#[tokio::test]
+async fn nodes_drained_by_someone_else_are_changed_but_left_drained_and_count_against_the_budget() {
+    let cluster = cluster(&NODES, "mtu 8000", Disruption::Drain, "2");
+    let slurm = FakeSlurm::with(&NODES);
+    slurm.drain_by_admin("node03", "bad DIMM");
+    let connector = FakeConnector::new(Script::new(fresh_debian));
+    let hooks = Hooks::default();
+    let (report, _) = roll(&cluster, cluster.state.clone(), &connector, &slurm, &hooks, &options()).await;
+    assert!(report.is_success(), "{report:#?}");
+    // node03 is already out: it goes first for free, with one more beside it.
+    assert_eq!(report.waves, vec![vec!["node03", "node01"], vec!["node02", "node04"]]);
+    assert_eq!(slurm.status("node03").reason.as_deref(), Some("bad DIMM"));
+    assert!(slurm.status("node03").drain);
+    assert!(!slurm.events().iter().any(|event| event.contains("node03")));
+
+    // With a budget of 1 and a node held elsewhere (not part of the change), nothing can move.
+    let cluster = cluster_three();
+    let slurm = FakeSlurm::with(&NODES);
+    slurm.drain_by_admin("node04", "bad DIMM");
+    let (report, _) = roll(&cluster, cluster.state.clone(), &connector, &slurm, &hooks, &options()).await;
+    let stopped = report.stopped.expect("stopped");
+    assert!(stopped.contains("already are (node04)") && stopped.contains("raise --max-unavailable"), "{stopped}");
+    assert!(slurm.events().is_empty());
+}
+
+/// Three of the four nodes change, budget 1.
+fn cluster_three() -> Cluster {
+    let mut three = cluster(&NODES[..3], "mtu 8000", Disruption::Drain, "1");
+    if let Some(rollout) = &mut three.plan.rollout {
+        rollout.schedulable_nodes = 4;
+    }
+    three
+}
+
+#[tokio::test]
+async fn a_node_that_does_not_empty_stops_the_rollout_naming_the_job_unless_requeue() {
+    let cluster = cluster(&NODES[..1], "mtu 8000", Disruption::Drain, "1");
+    let slurm = FakeSlurm::with(&NODES[..1]);
+    slurm.job("node01", "77", usize::MAX);
+    let connector = FakeConnector::new(Script::new(fresh_debian));
+    let hooks = Hooks::default();
+    let short = RolloutOptions { drain_timeout: Duration::from_millis(20), ..options() };
+    let (report, saved) = roll(&cluster, cluster.state.clone(), &connector, &slurm, &hooks, &short).await;
+    let stopped = report.stopped.clone().expect("stopped");
+    assert!(stopped.contains("node01: 77 (alice, RUNNING)"), "{stopped}");
+    assert!(writes(&connector, RAILS).is_empty(), "nothing applied under a running job");
+    assert_eq!(saved.last().and_then(|s| s.rollout.clone()).expect("kept").nodes["node01"].step, RolloutStep::Draining);
+
+    let requeue = RolloutOptions { requeue: true, ..short };
+    let (report, _) = roll(&cluster, cluster.state.clone(), &connector, &slurm, &hooks, &requeue).await;
+    assert!(report.is_success(), "{report:#?}");
+    assert!(slurm.events().contains(&"requeue 77".to_owned()));
+}
