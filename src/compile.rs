@@ -41,7 +41,7 @@ pub fn compile(
     })?;
     let inventory = inventory.map(|i| &i.inventory);
     // Relative secret paths in an inventory are relative to where toolkit runs.
-    let secrets = crate::inventory::secrets::slurm_secrets(inventory, std::path::Path::new("."));
+    let secrets = render::slurm::Secrets::from_inventory(inventory, std::path::Path::new("."));
     let resources = render::render(&model, inventory, &secrets, renderer).map_err(|error| {
         let message = std::iter::successors(Some(&error as &dyn std::error::Error), |e| e.source())
             .map(ToString::to_string)

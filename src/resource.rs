@@ -3,6 +3,9 @@
 //! Stage: render → graph → plan. A [`Resource`] is a file, directory, package,
 //! service or guarded command on one host or switch, or an API object (BMC, cloud),
 //! with a stable id that keys the plan and the state file, and the ids it depends on.
+//! [`api`] holds the data of API objects, so the core needs no HTTP client module.
+
+pub mod api;
 
 use std::fmt::{self, Write as _};
 use std::sync::Arc;
@@ -10,7 +13,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::bmc::resources::ApiDesired;
+use self::api::ApiDesired;
 
 /// Stable id: `<target>:<kind>:<name>`, e.g. `node01:file:/etc/slurm/slurm.conf`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -6,8 +6,9 @@
 //! - [`redfish`]: the client ([`Redfish`]): discovery, power, one-time boot, BIOS, firmware.
 //! - [`session`]: credentials ([`Sensitive`] never prints) and session/basic authentication.
 //! - [`error`]: [`BmcError`], naming host, URL and user, never a password.
-//! - [`resources`]: API objects as desired state (power, boot override, BIOS attribute,
-//!   cloud instance), observed and diffed into plan changes.
+//! - [`resources`]: reads the API objects of the desired state (power, boot override,
+//!   BIOS attribute, cloud instance) as they are; their data types are the core's
+//!   [`crate::resource::api`], and `plan::api` diffs them.
 
 pub mod error;
 pub mod redfish;

@@ -22,6 +22,8 @@ use super::error::BmcError;
 use super::session::{Auth, Credentials, Sensitive, token_header};
 use crate::inventory::Inventory;
 use crate::inventory::secrets;
+// The value types of desired API objects live in the core; the client takes and returns them.
+pub use crate::resource::api::{BootTarget, PowerState};
 
 /// How often and how patiently a request is retried.
 #[derive(Debug, Clone, Copy)]
@@ -107,43 +109,6 @@ impl BmcConfig {
     }
 }
 
-/// A system's power state as Redfish reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum PowerState {
-    /// Running.
-    On,
-    /// Off.
-    Off,
-    /// Turning on.
-    PoweringOn,
-    /// Turning off.
-    PoweringOff,
-    /// Paused (virtual systems).
-    Paused,
-}
-
-impl PowerState {
-    /// The Redfish spelling.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::On => "On",
-            Self::Off => "Off",
-            Self::PoweringOn => "PoweringOn",
-            Self::PoweringOff => "PoweringOff",
-            Self::Paused => "Paused",
-        }
-    }
-
-    /// Parses the Redfish spelling.
-    #[must_use]
-    pub fn parse(text: &str) -> Option<Self> {
-        [Self::On, Self::Off, Self::PoweringOn, Self::PoweringOff, Self::Paused]
-            .into_iter()
-            .find(|state| state.as_str() == text)
-    }
-}
-
 /// `ComputerSystem.Reset` types (Redfish `ResetType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResetType {
@@ -181,38 +146,6 @@ impl ResetType {
             Self::ForceOn => "ForceOn",
             Self::PushPowerButton => "PushPowerButton",
             Self::PowerCycle => "PowerCycle",
-        }
-    }
-}
-
-/// Boot source override targets used by toolkit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BootTarget {
-    /// Network boot (PXE).
-    Pxe,
-    /// Local disk.
-    Hdd,
-    /// Virtual or physical CD.
-    Cd,
-    /// UEFI HTTP boot.
-    UefiHttp,
-    /// BIOS setup.
-    BiosSetup,
-    /// No override.
-    None,
-}
-
-impl BootTarget {
-    /// The Redfish spelling.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pxe => "Pxe",
-            Self::Hdd => "Hdd",
-            Self::Cd => "Cd",
-            Self::UefiHttp => "UefiHttp",
-            Self::BiosSetup => "BiosSetup",
-            Self::None => "None",
         }
     }
 }

@@ -17,6 +17,9 @@ use super::CloudError;
 use super::query::QueryClient;
 use super::sigv4::AwsCredentials;
 use crate::inventory::schema::Host;
+use crate::resource::api::ApiDesired;
+// The interface type is part of a desired instance, so it lives with the core's API objects.
+pub use crate::resource::api::RailInterface;
 
 /// Tag naming the cluster that owns a resource.
 pub const CLUSTER_TAG: &str = "toolkit:cluster";
@@ -24,21 +27,6 @@ pub const CLUSTER_TAG: &str = "toolkit:cluster";
 pub const NODE_TAG: &str = "toolkit:node";
 /// The EC2 Query API version.
 pub const EC2_API_VERSION: &str = "2016-11-15";
-
-/// One network interface of a node: one per rail.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RailInterface {
-    /// Subnet of the rail.
-    pub subnet_id: String,
-    /// Network card (multi-card instances such as p5 have one per rail).
-    pub network_card_index: u32,
-    /// Device index on the instance.
-    pub device_index: u32,
-    /// Security groups.
-    pub security_group_ids: Vec<String>,
-    /// `efa` for Elastic Fabric Adapter rails; `None` for a plain ENA interface.
-    pub interface_type: Option<String>,
-}
 
 impl RailInterface {
     /// One interface per rail on multi-card instances: rail `r` on network card `r`;
@@ -89,6 +77,23 @@ pub struct NodeSpec {
     pub key_name: Option<String>,
     /// Interfaces, rail 0 first.
     pub rails: Vec<RailInterface>,
+}
+
+impl NodeSpec {
+    /// What `RunInstances` needs for a desired instance; `None` for any other item.
+    #[must_use]
+    pub fn from_desired(item: &ApiDesired) -> Option<Self> {
+        match item {
+            ApiDesired::Instance { node, instance_type, image_id, key_name, interfaces, .. } => Some(Self {
+                name: node.clone(),
+                image_id: image_id.clone(),
+                instance_type: instance_type.clone(),
+                key_name: key_name.clone(),
+                rails: interfaces.clone(),
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// A cluster of nodes.

@@ -21,13 +21,14 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 
 use crate::apply::{ApplyReport, Outcome, ResourceOutcome, SkipReason};
-use crate::bmc::resources::{self, ApiDesired, Observed};
+use crate::bmc::resources;
 use crate::bmc::{BmcConfig, PowerState, Redfish, ResetType, firmware_check};
-use crate::cloud::{AwsCredentials, CLUSTER_TAG, Ec2, Instance, NODE_TAG, instance_hosts};
+use crate::cloud::{AwsCredentials, CLUSTER_TAG, Ec2, Instance, NODE_TAG, NodeSpec, instance_hosts};
 use crate::graph::ResourceGraph;
 use crate::inventory::schema::Cloud;
 use crate::inventory::{CloudHosts, Inventory, secrets};
 use crate::plan::{Action, Change, Plan};
+use crate::resource::api::{ApiDesired, CLOUD_TARGET, Observed};
 use crate::resource::{Desired, ResourceId};
 
 /// How long a power change or instances take to come up before the stage fails.
@@ -141,7 +142,7 @@ pub async fn observe(graph: &ResourceGraph, inventory: &Inventory, cluster: &str
                 observation.observed.extend(observed);
             }
             Err(reason) => {
-                observation.unreachable.insert(resources::CLOUD_TARGET.to_owned(), reason);
+                observation.unreachable.insert(CLOUD_TARGET.to_owned(), reason);
             }
         }
     }
@@ -153,7 +154,7 @@ pub async fn observe(graph: &ResourceGraph, inventory: &Inventory, cluster: &str
 #[must_use]
 pub fn changes(graph: &ResourceGraph, observation: &ApiObservation) -> Vec<Change> {
     let items: Vec<ApiDesired> = items(graph).into_iter().map(|(_, item)| item.clone()).collect();
-    let mut changes = resources::diff(&items, &observation.observed);
+    let mut changes = crate::plan::api::diff(&items, &observation.observed);
     let bios_changing: BTreeSet<String> = changes
         .iter()
         .filter(|change| change.kind == "bios" && change.action != Action::NoOp)
@@ -169,7 +170,7 @@ pub fn changes(graph: &ResourceGraph, observation: &ApiObservation) -> Vec<Chang
         if let Some(reason) = observation
             .unreachable
             .get(&change.target)
-            .or_else(|| observation.unreachable.get(resources::CLOUD_TARGET).filter(|_| is_cloud_kind(&change.kind)))
+            .or_else(|| observation.unreachable.get(CLOUD_TARGET).filter(|_| is_cloud_kind(&change.kind)))
         {
             change.reason = format!("not observed: {reason}");
             continue;
@@ -521,7 +522,7 @@ async fn replace_and_run(
             ec2.terminate_instances(&ids).await.map_err(|error| error.to_string())?;
         }
     }
-    let spec = item.node_spec().ok_or("not an instance")?;
+    let spec = NodeSpec::from_desired(item).ok_or("not an instance")?;
     tracing::info!(cluster, node, "run instance");
     let instance = ec2.run_node(cluster, placement_group, &spec).await.map_err(|error| error.to_string())?;
     Ok(instance.id)
@@ -546,7 +547,7 @@ async fn write_hosts(
     Ok(path)
 }
 
-pub use crate::bmc::resources::is_api_kind;
+pub use crate::resource::api::is_api_kind;
 
 /// A plan of the API objects only (the API stage's), baseline observed.
 #[must_use]
@@ -602,8 +603,7 @@ pub fn record(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bmc::BootTarget;
-    use crate::bmc::resources::BootEnabled;
+    use crate::resource::api::{BootEnabled, BootTarget};
     use crate::resource::{Resource, Target, TargetKind};
 
     fn graph(items: Vec<ApiDesired>) -> ResourceGraph {

@@ -141,8 +141,7 @@ pub fn record(mut state: State, graph: &ResourceGraph, plan: &Plan, report: &App
 mod tests {
     use super::*;
     use crate::apply::fake::{FakeConnector, Script, fresh_debian};
-    use crate::bmc::PowerState;
-    use crate::bmc::resources::ApiDesired;
+    use crate::resource::api::{ApiDesired, PowerState};
     use crate::resource::{Desired, Resource, ResourceId, Target, TargetKind};
 
     fn target(name: &str) -> Target {

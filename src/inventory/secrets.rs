@@ -49,18 +49,6 @@ pub fn resolve(reference: &SecretRef, base: &Path) -> Result<String, SecretError
     }
 }
 
-/// The Slurm stack's secrets from an inventory; a reference that cannot be read
-/// here is `None` (offline plans leave such files uncompared; deploy requires them).
-#[must_use]
-pub fn slurm_secrets(inventory: Option<&super::Inventory>, base: &Path) -> crate::render::slurm::Secrets {
-    let read = |reference: Option<&SecretRef>| reference.and_then(|r| resolve(r, base).ok());
-    let secrets = inventory.map(|i| &i.secrets);
-    crate::render::slurm::Secrets {
-        munge_key: read(secrets.and_then(|s| s.munge_key.as_ref())),
-        db_password: read(secrets.and_then(|s| s.slurmdbd_password.as_ref())),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,7 +24,7 @@ fn detail(change: &Change) -> Option<Cow<'_, str>> {
     if let Some(diff) = &change.diff {
         return Some(Cow::Borrowed(diff));
     }
-    crate::bmc::resources::is_api_kind(&change.kind).then(|| {
+    crate::resource::api::is_api_kind(&change.kind).then(|| {
         let show = |value: &Option<String>| value.clone().unwrap_or_else(|| "(absent)".to_owned());
         Cow::Owned(format!("{} → {}", show(&change.before), show(&change.after)))
     })

@@ -10,12 +10,10 @@
 use std::collections::BTreeMap;
 
 use crate::blueprint::schema::DesiredPower;
-use crate::bmc::resources::{ApiDesired, BootEnabled};
-use crate::bmc::{BootTarget, PowerState};
-use crate::cloud::RailInterface;
 use crate::inventory::Inventory;
 use crate::inventory::schema::Cloud;
 use crate::model::Model;
+use crate::resource::api::{ApiDesired, BootEnabled, BootTarget, PowerState, RailInterface};
 use crate::resource::{Desired, Resource, ResourceId, Target, TargetKind};
 
 /// API resources and what the rest of the graph needs to know about them.

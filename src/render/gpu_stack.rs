@@ -25,8 +25,7 @@ use crate::blueprint::schema::{Role, SchedulerKind, SoftwareOs};
 use crate::inventory::Inventory;
 use crate::model::software::Stack;
 use crate::model::{Group, Model};
-use crate::render::host::{APPLIED_DIR, apply_once, file};
-use crate::render::switch::package;
+use crate::render::common::{APPLIED_DIR, apply_once, file, package};
 use crate::render::{RenderError, Renderer};
 use crate::resource::{Content, Desired, Disruption, OnChange, Resource, ResourceId, Target, TargetKind};
 

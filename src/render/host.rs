@@ -25,8 +25,9 @@ use serde::Serialize;
 use crate::blueprint::schema::{FabricKind, FilesystemKind};
 use crate::inventory::Inventory;
 use crate::model::{Filesystem, Model, Node, network};
+use crate::render::common::{apply_once, file, package, service};
 use crate::render::links::{LinkName, LinkNamer};
-use crate::render::switch::{self, package};
+use crate::render::switch;
 use crate::render::{RenderError, Renderer};
 use crate::resource::{Content, Desired, Disruption, OnChange, Resource, ResourceId, Target, TargetKind};
 use crate::topology::ports::is_interface_name;
@@ -52,67 +53,12 @@ pub const RAILS_SYSCTL: &str = "/etc/sysctl.d/90-toolkit-rails.conf";
 pub const EXPORTS: &str = "/etc/exports";
 /// Where systemd mount units are written.
 pub const UNIT_DIR: &str = "/etc/systemd/system";
-/// Where [`apply_once`] keeps its markers.
-pub const APPLIED_DIR: &str = "/var/lib/toolkit/applied";
-
 /// Export options: `sync` because jobs on other nodes read what one node wrote;
 /// root stays squashed.
 const EXPORT_OPTIONS: &str = "rw,sync,no_subtree_check";
 
-/// A command run once per content of a file: its marker under [`APPLIED_DIR`] carries
-/// the content hash, so the command runs again exactly when the content changes (and
-/// an offline plan sees a new command fingerprint). `shell_command` is built from
-/// toolkit's own constant paths only, never from blueprint values.
-pub(crate) fn apply_once(
-    target: &Target,
-    name: &str,
-    content: &Content,
-    shell_command: &str,
-    description: &str,
-) -> Resource {
-    let marker = format!("{APPLIED_DIR}/{name}-{}", &content.sha256()[..16]);
-    let script = format!("{shell_command} && mkdir -p {APPLIED_DIR} && rm -f {APPLIED_DIR}/{name}-* && touch {marker}");
-    Resource::new(
-        target.clone(),
-        name,
-        Desired::Command {
-            argv: vec!["sh".to_owned(), "-c".to_owned(), script],
-            creates: Some(marker),
-            unless: None,
-            description: description.to_owned(),
-        },
-    )
-}
-
 fn node_target(name: &str) -> Target {
     Target { name: name.to_owned(), kind: TargetKind::Node }
-}
-
-/// A root-owned, non-secret file without a check command.
-pub(crate) fn file(target: &Target, path: &str, content: Content, mode: u32) -> Resource {
-    Resource::new(
-        target.clone(),
-        path,
-        Desired::File {
-            path: path.to_owned(),
-            content,
-            mode,
-            owner: "root".to_owned(),
-            group: "root".to_owned(),
-            secret: false,
-            check: None,
-        },
-    )
-}
-
-pub(crate) fn service(target: &Target, name: &str, watches: Vec<ResourceId>, on_change: OnChange) -> Resource {
-    let depends = watches.clone();
-    Resource::new(
-        target.clone(),
-        name,
-        Desired::Service { name: name.to_owned(), enabled: true, running: true, watches, on_change },
-    )
-    .after(depends)
 }
 
 /// Appends this module's resources.

@@ -13,7 +13,7 @@
 
 use serde::Serialize;
 
-use crate::render::host::{apply_once, file};
+use crate::render::common::{apply_once, file};
 use crate::render::{RenderError, Renderer};
 use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target};
 use crate::topology::ports::{MAX_INTERFACE_NAME, is_interface_name};

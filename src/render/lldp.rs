@@ -13,8 +13,8 @@ use crate::blueprint::schema::FabricKind;
 use crate::inventory::Inventory;
 use crate::inventory::schema::SwitchOs;
 use crate::model::Model;
-use crate::render::host::{file, service};
-use crate::render::switch::{self, package};
+use crate::render::common::{file, package, service};
+use crate::render::switch;
 use crate::render::{RenderError, Renderer};
 use crate::resource::{Content, OnChange, Resource, Target, TargetKind};
 

@@ -8,6 +8,7 @@
 //! loops over lists the model prepared.
 
 pub mod api;
+pub mod common;
 pub mod gpu_stack;
 pub mod host;
 pub mod links;

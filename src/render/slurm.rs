@@ -16,10 +16,12 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::path::Path;
 
 use serde::Serialize;
 
-use crate::inventory::Inventory;
+use crate::inventory::secrets::resolve;
+use crate::inventory::{Inventory, SecretRef};
 use crate::model::Model;
 use crate::model::slurm::{self as slurm_model, SlurmConfig, SlurmHost};
 use crate::render::{RenderError, Renderer};
@@ -62,6 +64,21 @@ pub struct Secrets {
     pub munge_key: Option<String>,
     /// Password of the `slurm` database user slurmdbd connects as.
     pub db_password: Option<String>,
+}
+
+impl Secrets {
+    /// The Slurm stack's secrets from an inventory; a reference that cannot be read
+    /// here is `None` (offline plans leave such files uncompared; deploy requires them).
+    /// Relative file paths are taken from `base`.
+    #[must_use]
+    pub fn from_inventory(inventory: Option<&Inventory>, base: &Path) -> Self {
+        let read = |reference: Option<&SecretRef>| reference.and_then(|r| resolve(r, base).ok());
+        let secrets = inventory.map(|i| &i.secrets);
+        Self {
+            munge_key: read(secrets.and_then(|s| s.munge_key.as_ref())),
+            db_password: read(secrets.and_then(|s| s.slurmdbd_password.as_ref())),
+        }
+    }
 }
 
 impl fmt::Debug for Secrets {

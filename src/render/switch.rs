@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::blueprint::schema::{FabricKind, InfinibandSpec, RoceMode, RoceQos, SubnetManagerKind};
 use crate::inventory::{Inventory, SwitchOs};
 use crate::model::Model;
-use crate::render::host::apply_once;
+use crate::render::common::{apply_once, owned_file, package};
 use crate::render::links::{LinkName, LinkNamer};
 use crate::render::{RenderError, Renderer};
 use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target, TargetKind};
@@ -346,26 +346,6 @@ fn switch_target(name: &str) -> Target {
     Target { name: name.to_owned(), kind: TargetKind::Switch }
 }
 
-fn file(target: &Target, path: &str, content: Content, mode: u32, owner: &str, group: &str) -> Resource {
-    Resource::new(
-        target.clone(),
-        path,
-        Desired::File {
-            path: path.to_owned(),
-            content,
-            mode,
-            owner: owner.to_owned(),
-            group: group.to_owned(),
-            secret: false,
-            check: None,
-        },
-    )
-}
-
-pub(crate) fn package(target: &Target, name: &str) -> Resource {
-    Resource::new(target.clone(), name, Desired::Package { name: name.to_owned() })
-}
-
 /// The inventory's `port_macs` of switch `name`, checked.
 fn port_links(inventory: Option<&Inventory>, name: &str) -> Result<Vec<LinkName>, RenderError> {
     let Some(switch) = inventory.and_then(|inventory| inventory.switches.get(name)) else {
@@ -390,12 +370,12 @@ fn render_frr(
     let frr = package(&target, "frr");
     // frr-reload.py, which `systemctl reload frr` runs, ships in frr-pythontools.
     let tools = package(&target, "frr-pythontools");
-    let daemons = file(&target, FRR_DAEMONS, shared.daemons.clone(), 0o640, "frr", "frr").after([frr.id.clone()]);
-    let mut conf = file(&target, FRR_CONF, config, 0o640, "frr", "frr").after([frr.id.clone()]).after(named);
+    let daemons = owned_file(&target, FRR_DAEMONS, shared.daemons.clone(), 0o640, "frr", "frr").after([frr.id.clone()]);
+    let mut conf = owned_file(&target, FRR_CONF, config, 0o640, "frr", "frr").after([frr.id.clone()]).after(named);
     if let Desired::File { check, .. } = &mut conf.desired {
         *check = Some(["vtysh", "--dryrun", "-f", "{}"].map(str::to_owned).to_vec());
     }
-    let sysctl = file(&target, FRR_SYSCTL, shared.sysctl.clone(), 0o644, "root", "root");
+    let sysctl = owned_file(&target, FRR_SYSCTL, shared.sysctl.clone(), 0o644, "root", "root");
     let sysctl_apply = apply_once(
         &target,
         FRR_SYSCTL_APPLY,
@@ -559,7 +539,7 @@ fn render_nvue(
         "/etc/toolkit",
         Desired::Directory { path: "/etc/toolkit".to_owned(), mode: 0o755, owner: "root".to_owned() },
     );
-    let conf = file(&target, NVUE_CONF, content.clone(), 0o644, "root", "root").after([directory.id.clone()]);
+    let conf = owned_file(&target, NVUE_CONF, content.clone(), 0o644, "root", "root").after([directory.id.clone()]);
     // `patch`, not `replace`: the file holds only what toolkit owns, so the switch keeps
     // its users, management VRF and anything else set outside toolkit.
     let apply = apply_once(
@@ -682,9 +662,9 @@ fn render_opensm(
             },
         )?);
         let opensm = package(&target, "opensm");
-        let conf = file(&target, OPENSM_CONF, conf, 0o644, "root", "root").after([opensm.id.clone()]);
-        let partitions =
-            file(&target, OPENSM_PARTITIONS, partitions.clone(), 0o644, "root", "root").after([opensm.id.clone()]);
+        let conf = owned_file(&target, OPENSM_CONF, conf, 0o644, "root", "root").after([opensm.id.clone()]);
+        let partitions = owned_file(&target, OPENSM_PARTITIONS, partitions.clone(), 0o644, "root", "root")
+            .after([opensm.id.clone()]);
         // Restart: Debian's opensm.service is a oneshot wrapper with no reload; its
         // opensm@<port> instances are PartOf it and restart with it. Forwarding tables
         // stay programmed in the switches while the SM restarts (a standby SM takes over).

@@ -5,7 +5,8 @@
 //! Output: a number and the sentence that explains it (`8 rails x 400 Gb/s / 8 x
 //! 0.8 efficiency`), which the results record as a `model` threshold source.
 
-use crate::model::{Model, Node};
+use crate::blueprint::schema::{Role, Tier};
+use crate::model::{Filesystem, Model, Node};
 
 /// NCCL efficiency when the blueprint gives none (`acceptance.nccl_efficiency`).
 pub const DEFAULT_NCCL_EFFICIENCY: f64 = 0.8;
@@ -81,11 +82,22 @@ const SHARED_CREATE_OPS: f64 = 100.0;
 const SHARED_STAT_OPS: f64 = 1000.0;
 const SHARED_REMOVE_OPS: f64 = 100.0;
 
+/// The shared filesystem the storage benchmarks (`storage-ior`, `storage-mdtest`) run
+/// on, as `cluster.shared` in templates: of the filesystems a compute group mounts, the
+/// first of tier `scratch`, else of tier `shared`, else of tier `home` — the tier jobs
+/// write their checkpoints to comes first.
+#[must_use]
+pub fn benchmark_filesystem(model: &Model) -> Option<&Filesystem> {
+    let mounted = |fs: &&Filesystem| fs.client_groups.iter().any(|&group| model.groups[group].has_role(Role::Compute));
+    [Tier::Scratch, Tier::Shared, Tier::Home]
+        .into_iter()
+        .find_map(|tier| model.filesystems.iter().filter(mounted).find(|fs| fs.tier == tier))
+}
+
 /// The shared-filesystem limit `name`: the blueprint's `expected` value when it
 /// declares one, else the documented floor.
 fn shared(name: &str, model: &Model) -> Result<Derived, String> {
-    let fs =
-        super::subjects::benchmark_filesystem(model).ok_or("no shared filesystem is mounted by the compute nodes")?;
+    let fs = benchmark_filesystem(model).ok_or("no shared filesystem is mounted by the compute nodes")?;
     let index = model.filesystems.iter().position(|other| std::ptr::eq(other, fs)).unwrap_or_default();
     let expected = fs.expected.unwrap_or_default();
     let (key, declared, floor, unit, what) = match name {

@@ -331,7 +331,7 @@ pub fn unmet(model: &Model, requirements: &[Requirement]) -> Option<String> {
                 "needs a GPU driver in the blueprint (`software.gpu_driver`)",
             ),
             Requirement::SharedFilesystem => (
-                subjects::benchmark_filesystem(model).is_some(),
+                derived::benchmark_filesystem(model).is_some(),
                 "needs a shared filesystem mounted by the compute nodes: `storage.filesystems` declares none",
             ),
         };

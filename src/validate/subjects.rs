@@ -11,11 +11,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use minijinja::value::Value;
 use serde_json::json;
 
+use super::derived::benchmark_filesystem;
 use super::expr::to_value;
 use super::spec::{NodeSelection, Pairing, RunsOn, SpecScope, ValidatorSpec};
-use crate::blueprint::schema::{FabricKind, FilesystemKind, Role, SchedulerKind, Tier};
+use crate::blueprint::schema::{FabricKind, FilesystemKind, Role, SchedulerKind};
 use crate::inventory::Inventory;
-use crate::model::{Filesystem, Model, Node, hostlist, slurm};
+use crate::model::{Model, Node, hostlist, slurm};
 use crate::topology::ports::{self, DEFAULT_PORT_PREFIX, Direction};
 
 /// What the inventory says about reaching the cluster.
@@ -387,18 +388,6 @@ pub fn base_context(model: &Model, site: &Site, selected: &[usize], params: &BTr
         "slurm": slurm,
         "reachable": site.hosts.len(),
     }))
-}
-
-/// The shared filesystem the storage benchmarks (`storage-ior`, `storage-mdtest`) run
-/// on, as `cluster.shared` in templates: of the filesystems a compute group mounts, the
-/// first of tier `scratch`, else of tier `shared`, else of tier `home` — the tier jobs
-/// write their checkpoints to comes first.
-#[must_use]
-pub fn benchmark_filesystem(model: &Model) -> Option<&Filesystem> {
-    let mounted = |fs: &&Filesystem| fs.client_groups.iter().any(|&group| model.groups[group].has_role(Role::Compute));
-    [Tier::Scratch, Tier::Shared, Tier::Home]
-        .into_iter()
-        .find_map(|tier| model.filesystems.iter().filter(mounted).find(|fs| fs.tier == tier))
 }
 
 /// A node as templates see it.

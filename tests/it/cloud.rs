@@ -10,12 +10,14 @@
 //! are covered by the unit tests of the request parameters.
 
 use serde_json::json;
-use toolkit::bmc::resources::{ApiDesired, diff, observe_cloud};
+use toolkit::bmc::resources::observe_cloud;
 use toolkit::cloud::{
     AwsCredentials, CLUSTER_TAG, ClusterSpec, Ec2, Filter, NODE_TAG, NodeSpec, QueryClient, RailInterface,
     instance_hosts,
 };
 use toolkit::plan::Action;
+use toolkit::plan::api::diff;
+use toolkit::resource::api::ApiDesired;
 
 use crate::redfish::{Server, free_port, venv_program};
 

@@ -14,11 +14,13 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use toolkit::bmc::resources::{ApiDesired, BootEnabled, diff, observe_bmc};
+use toolkit::bmc::resources::observe_bmc;
 use toolkit::bmc::{
     BmcConfig, BmcError, BootTarget, Credentials, PowerState, Redfish, ResetType, Sensitive, bios_diff, firmware_check,
 };
 use toolkit::plan::Action;
+use toolkit::plan::api::diff;
+use toolkit::resource::api::{ApiDesired, BootEnabled};
 
 /// A server process the test started; killed when dropped, whatever the test did.
 pub(crate) struct Server {
