@@ -175,6 +175,10 @@ pub struct RolloutArgs {
     /// Nodes that may fail their change or check before no new wave starts.
     #[arg(long, default_value_t = 0)]
     max_failures: usize,
+    /// Seconds a changed node may take to pass its checks (tried again every 5 s)
+    /// before it counts as failed.
+    #[arg(long, default_value_t = 120)]
+    check_timeout: u64,
 }
 
 impl RolloutArgs {
@@ -183,6 +187,7 @@ impl RolloutArgs {
             drain_timeout: std::time::Duration::from_secs(self.drain_timeout),
             requeue: self.requeue,
             max_failures: self.max_failures,
+            check_timeout: std::time::Duration::from_secs(self.check_timeout),
             ..deploy::rollout::RolloutOptions::default()
         }
     }

@@ -12,6 +12,7 @@ mod plan;
 mod push;
 mod report;
 mod schema;
+mod status;
 mod topology;
 mod unlock;
 mod validate;
@@ -51,6 +52,8 @@ pub enum Command {
     Destroy(destroy::Args),
     /// Remove the cluster lock left by a deploy that died.
     Unlock(unlock::Args),
+    /// A rolling change in progress and the nodes toolkit holds drained.
+    Status(status::Args),
     /// Push a manifest of files, directories, packages, services and commands to hosts.
     Push(push::Args),
     /// A local lab of Docker containers matching a blueprint (see lab/README.md).
@@ -106,6 +109,7 @@ pub fn run() -> ExitCode {
         Command::Deploy(args) => deploy::run(&args),
         Command::Destroy(args) => destroy::run(&args),
         Command::Unlock(args) => unlock::run(&args),
+        Command::Status(args) => status::run(&args),
         Command::Push(args) => push::run(&args),
         Command::Lab(args) => lab::run(&args),
         Command::Validate(args) => validate::run(&args),

@@ -45,11 +45,24 @@ pub struct RolloutOptions {
     pub max_failures: usize,
     /// How often the scheduler is asked whether drained nodes are empty.
     pub poll: Duration,
+    /// How long a changed node may take to pass its checks (links settle, daemons
+    /// start): checks are retried until then, as the GPU Operator waits for its
+    /// validator.
+    pub check_timeout: Duration,
+    /// Pause between two tries of the checks.
+    pub check_interval: Duration,
 }
 
 impl Default for RolloutOptions {
     fn default() -> Self {
-        Self { drain_timeout: Duration::from_hours(1), requeue: false, max_failures: 0, poll: Duration::from_secs(2) }
+        Self {
+            drain_timeout: Duration::from_hours(1),
+            requeue: false,
+            max_failures: 0,
+            poll: Duration::from_secs(2),
+            check_timeout: Duration::from_mins(2),
+            check_interval: Duration::from_secs(5),
+        }
     }
 }
 
@@ -213,9 +226,17 @@ pub async fn run<C: Connector, S: Scheduler, H: NodeHooks>(
             break;
         }
         if failures > options.max_failures {
+            let failed: Vec<String> = run
+                .rollout()
+                .nodes
+                .iter()
+                .filter(|(_, node)| node.step == RolloutStep::Failed)
+                .map(|(name, node)| format!("{name} ({})", node.error.as_deref().unwrap_or("failed")))
+                .collect();
             run.report.stopped = Some(format!(
-                "{failures} node(s) failed (more than --max-failures {}): no new wave starts; the failed nodes stay drained with the failure as their reason",
-                options.max_failures
+                "{failures} node(s) failed (more than --max-failures {}): {}; no new wave starts, and the failed nodes stay drained with the failure as their reason",
+                options.max_failures,
+                failed.join(", ")
             ));
             break;
         }
@@ -319,12 +340,14 @@ impl<'a> Run<'a> {
         })
     }
 
+    /// Moves `host` to `step`; written with the next [`Self::save`], which every phase
+    /// of a wave ends with (a step redone after a crash is harmless: draining a drained
+    /// node, resuming a resumed one).
     fn set_step(&mut self, host: &str, step: RolloutStep, error: Option<String>) {
         if let Some(node) = self.rollout().nodes.get_mut(host) {
             node.step = step;
             node.error = error;
         }
-        self.save();
     }
 
     fn step(&self, host: &str) -> Option<RolloutStep> {
@@ -488,6 +511,7 @@ impl<'a> Run<'a> {
                 }
             }
         }
+        self.save();
         // Wait until empty.
         let draining: Vec<String> =
             wave.iter().filter(|host| self.step(host) == Some(RolloutStep::Draining)).cloned().collect();
@@ -521,25 +545,30 @@ impl<'a> Run<'a> {
                 self.set_step(host, RolloutStep::Applied, None);
             }
         }
-        // Reboot.
-        for host in wave {
-            if self.step(host) == Some(RolloutStep::Applied) && self.class_of(host) == Disruption::Reboot {
-                match hooks.reboot(host).await {
-                    Ok(()) => self.set_step(host, RolloutStep::Rebooted, None),
-                    Err(error) => {
-                        failures += 1;
-                        self.fail(host, scheduler, &prefix, format!("reboot: {error}")).await;
-                    }
+        self.save();
+        // Reboot, the wave's nodes at once.
+        let rebooting: Vec<&String> = wave
+            .iter()
+            .filter(|host| self.step(host) == Some(RolloutStep::Applied) && self.class_of(host) == Disruption::Reboot)
+            .collect();
+        let rebooted = futures::future::join_all(rebooting.iter().map(|host| hooks.reboot(host))).await;
+        for (host, result) in rebooting.into_iter().zip(rebooted) {
+            match result {
+                Ok(()) => self.set_step(host, RolloutStep::Rebooted, None),
+                Err(error) => {
+                    failures += 1;
+                    self.fail(host, scheduler, &prefix, format!("reboot: {error}")).await;
                 }
             }
         }
+        self.save();
         // Check, then resume.
         let to_check: Vec<String> = wave
             .iter()
             .filter(|host| matches!(self.step(host), Some(RolloutStep::Applied | RolloutStep::Rebooted)))
             .cloned()
             .collect();
-        let verdicts = if to_check.is_empty() { BTreeMap::new() } else { hooks.check(&to_check).await };
+        let verdicts = check_until(hooks, &to_check, options).await;
         for host in &to_check {
             if let Some(Err(check)) = verdicts.get(host) {
                 failures += 1;
@@ -554,6 +583,7 @@ impl<'a> Run<'a> {
             }
             self.set_step(host, RolloutStep::Done, None);
         }
+        self.save();
         failures
     }
 
@@ -585,6 +615,7 @@ impl<'a> Run<'a> {
         while !waiting.is_empty() {
             let nodes = scheduler.nodes().await.map_err(|error| format!("waiting for nodes to drain: {error}"))?;
             let mut still = Vec::new();
+            let before = waiting.len();
             for host in waiting {
                 let empty = nodes.as_ref().and_then(|nodes| nodes.get(&host)).is_none_or(NodeStatus::is_empty_drained);
                 let jobs = if empty {
@@ -597,6 +628,9 @@ impl<'a> Run<'a> {
                 } else {
                     still.push(host);
                 }
+            }
+            if still.len() < before {
+                self.save();
             }
             waiting = still;
             if waiting.is_empty() {
@@ -653,6 +687,30 @@ impl<'a> Run<'a> {
                 || "resume an interrupted rollout".to_owned(),
                 |id| id.splitn(3, ':').last().unwrap_or(id).to_owned(),
             )
+    }
+}
+
+/// Checks `hosts`, trying the failing ones again until they pass or the check timeout
+/// passes; the last verdict counts.
+async fn check_until<H: NodeHooks>(
+    hooks: &H,
+    hosts: &[String],
+    options: &RolloutOptions,
+) -> BTreeMap<String, Result<(), String>> {
+    let mut verdicts = BTreeMap::new();
+    if hosts.is_empty() {
+        return verdicts;
+    }
+    let deadline = Instant::now() + options.check_timeout;
+    let mut pending = hosts.to_vec();
+    loop {
+        verdicts.extend(hooks.check(&pending).await);
+        pending.retain(|host| verdicts.get(host).is_some_and(Result::is_err));
+        if pending.is_empty() || Instant::now() + options.check_interval > deadline {
+            return verdicts;
+        }
+        tracing::info!(hosts = pending.len(), "checks failed; trying again");
+        tokio::time::sleep(options.check_interval).await;
     }
 }
 

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+use std::time::Instant;
 
 use super::*;
 use crate::apply::fake::{Call, FakeConnector, Script, fresh_debian};
@@ -195,6 +196,8 @@ fn options() -> RolloutOptions {
     RolloutOptions {
         poll: Duration::from_millis(1),
         drain_timeout: Duration::from_secs(5),
+        check_timeout: Duration::from_millis(5),
+        check_interval: Duration::from_millis(1),
         ..RolloutOptions::default()
     }
 }
@@ -451,4 +454,43 @@ async fn a_node_that_does_not_empty_stops_the_rollout_naming_the_job_unless_requ
     let (report, _) = roll(&cluster, cluster.state.clone(), &connector, &slurm, &hooks, &requeue).await;
     assert!(report.is_success(), "{report:#?}");
     assert!(slurm.events().contains(&"requeue 77".to_owned()));
+}
+
+/// `benches/rollout.sh`: plans the waves of a 4,096-node rolling change (drain class on
+/// every node, max-unavailable 5 %) and drives them through the real walker and
+/// rollout with the in-process transport and Slurm; prints figures, asserts none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: run by benches/rollout.sh in release mode"]
+async fn bench_rollout_4096_nodes() {
+    let nodes: Vec<String> = (1..=4096).map(|n| format!("gpu{n:04}")).collect();
+    let names: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let started = Instant::now();
+    let cluster = cluster(&names, "mtu 8000", Disruption::Drain, "5%");
+    let built = started.elapsed();
+    let started = Instant::now();
+    let mut plan = cluster.plan.clone();
+    let schedulable = nodes.iter().cloned().collect();
+    classify(&cluster.graph, &mut plan, &schedulable, "5%".parse().expect("budget"));
+    let classified = started.elapsed();
+    let rollout = plan.rollout.as_ref().expect("rollout");
+    println!(
+        "4096 nodes, {} resources: graph+diff {built:.2?}, classes+waves {classified:.2?} ({})",
+        cluster.graph.resources.len(),
+        rollout.summary().unwrap_or_default()
+    );
+    let slurm = FakeSlurm::with(&names);
+    let mut script = Script::new(fresh_debian);
+    script.delay = Duration::ZERO;
+    let connector = FakeConnector::new(script);
+    let hooks = Hooks::default();
+    let started = Instant::now();
+    let (report, saved) = roll(&cluster, cluster.state.clone(), &connector, &slurm, &hooks, &options()).await;
+    let elapsed = started.elapsed();
+    assert!(report.is_success());
+    let waves = report.waves.len();
+    println!(
+        "rollout: {waves} waves in {elapsed:.2?} = {:.1?} per wave (drain, wait, walker, check, resume, {} state saves in all)",
+        elapsed / u32::try_from(waves).unwrap_or(1),
+        saved.len()
+    );
 }

@@ -1,0 +1,349 @@
+//! Day 2 on a running lab: a change that needs nodes empty (the rails' MTU) goes
+//! through Slurm one node at a time while a job runs, and the job completes; a node
+//! that fails its post-change check stays drained and stops the rollout, and the
+//! rerun after the fix resumes it; a deploy killed half way resumes without draining
+//! a finished node again. Slurm's own event log (`sacctmgr show event`) is the judge
+//! of who was drained when.
+//!
+//! Runs under its own cluster name and subnets (`lab-roll`, 10.131.0.0/24, rail pool
+//! 10.132.0.0/16). `TOOLKIT_KEEP_LAB=1` keeps the containers afterwards.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use super::lab::{ONE_LAB_AT_A_TIME, missing_prerequisite, text, toolkit};
+
+const CLUSTER: &str = "lab-roll";
+const BLUEPRINT_EDITS: &[(&str, &str)] = &[
+    ("  name: lab\n", "  name: lab-roll\n"),
+    ("subnet: 10.10.0.0/24", "subnet: 10.131.0.0/24"),
+    ("rail_pool: 10.200.0.0/16", "rail_pool: 10.132.0.0/16"),
+];
+/// Management addresses move with the subnet; MACs are `02:42` + the rail address
+/// (10.200 = `0a:c8`, 10.132 = `0a:84`).
+const INVENTORY_EDITS: &[(&str, &str)] = &[("address: 10.10.0.", "address: 10.131.0."), (":0a:c8:", ":0a:84:")];
+const NODES: [&str; 4] = ["node01", "node02", "node03", "node04"];
+
+struct Lab<'a> {
+    dir: &'a Path,
+}
+
+impl Drop for Lab<'_> {
+    fn drop(&mut self) {
+        if std::env::var_os("TOOLKIT_KEEP_LAB").is_some() {
+            eprintln!("TOOLKIT_KEEP_LAB: `toolkit lab down --cluster {CLUSTER}` removes the lab");
+            return;
+        }
+        let _ = toolkit(self.dir, &["lab", "down", "--cluster", CLUSTER]);
+    }
+}
+
+impl Lab<'_> {
+    fn run(&self, args: &[&str]) -> Output {
+        toolkit(self.dir, args)
+    }
+
+    fn exec(&self, host: &str, command: &[&str]) -> Output {
+        let mut args = vec!["lab", "exec", "--cluster", CLUSTER, host, "--"];
+        args.extend_from_slice(command);
+        self.run(&args)
+    }
+
+    fn exec_ok(&self, host: &str, command: &[&str]) -> String {
+        let output = self.exec(host, command);
+        assert!(
+            output.status.success(),
+            "`{}` on {host} failed:\n{}{}",
+            command.join(" "),
+            text(&output.stdout),
+            text(&output.stderr)
+        );
+        text(&output.stdout)
+    }
+
+    fn set_mtu(&self, from: u32, to: u32) {
+        let path = self.dir.join("lab.yaml");
+        let blueprint = std::fs::read_to_string(&path).expect("blueprint");
+        let (old, new) = (format!("rail_mtu: {from}\n"), format!("rail_mtu: {to}\n"));
+        assert!(blueprint.contains(&old), "the blueprint has no `{old}`");
+        std::fs::write(&path, blueprint.replace(&old, &new)).expect("write blueprint");
+    }
+
+    fn deploy(&self, extra: &[&str]) -> Output {
+        let mut args = vec![
+            "deploy",
+            "lab.yaml",
+            "-i",
+            "inventory.yaml",
+            "--yes",
+            "--drain-timeout",
+            "180",
+            "--check-timeout",
+            "30",
+        ];
+        args.extend_from_slice(extra);
+        let started = Instant::now();
+        let output = self.run(&args);
+        eprintln!("deploy {extra:?} took {:.0?} (exit {:?})", started.elapsed(), output.status.code());
+        output
+    }
+
+    fn rail_mtu(&self, node: &str) -> u32 {
+        self.exec_ok(node, &["cat", "/sys/class/net/rail0/mtu"]).trim().parse().expect("an MTU")
+    }
+
+    /// The head's clock, for `sacctmgr show event Start=`.
+    fn now(&self) -> String {
+        self.exec_ok("head", &["date", "+%Y-%m-%dT%H:%M:%S"]).trim().to_owned()
+    }
+
+    /// Drain events since `since`: (node, start, end, reason), in start order; waits
+    /// until there are `at_least` closed ones (slurmdbd records them a moment later).
+    fn drains_since(&self, since: &str, at_least: usize) -> Vec<(String, String, String, String)> {
+        let start = format!("Start={since}");
+        let deadline = Instant::now() + Duration::from_mins(1);
+        loop {
+            let listed = self.exec_ok(
+                "head",
+                &["sacctmgr", "-nP", "show", "event", "Nodes=node[01-04]", &start, "format=NodeName,Start,End,Reason"],
+            );
+            let mut events: Vec<(String, String, String, String)> = listed
+                .lines()
+                .filter_map(|line| {
+                    let mut fields = line.splitn(4, '|');
+                    let event = (
+                        fields.next()?.to_owned(),
+                        fields.next()?.to_owned(),
+                        fields.next()?.to_owned(),
+                        fields.next()?.to_owned(),
+                    );
+                    event.3.starts_with("toolkit:rollout").then_some(event)
+                })
+                .collect();
+            events.sort_by(|a, b| a.1.cmp(&b.1));
+            let closed = events.iter().filter(|event| event.2 != "Unknown").count();
+            if closed >= at_least {
+                return events;
+            }
+            assert!(Instant::now() < deadline, "fewer than {at_least} closed toolkit drains since {since}:\n{listed}");
+            std::thread::sleep(Duration::from_secs(2));
+        }
+    }
+
+    fn node_state(&self, node: &str) -> (String, String) {
+        let line = self.exec_ok("head", &["sinfo", "--noheader", "--Node", "-n", node, "--format=%T|%E"]);
+        let line = line.lines().next().unwrap_or_default();
+        let (state, reason) = line.split_once('|').unwrap_or((line, ""));
+        (state.trim().to_owned(), reason.trim().to_owned())
+    }
+
+    fn wait_all_idle(&self) {
+        let deadline = Instant::now() + Duration::from_mins(1);
+        loop {
+            let sinfo = self.exec_ok("head", &["sinfo", "--noheader", "--Node", "--format=%N %T"]);
+            let idle: Vec<&str> = sinfo.lines().filter_map(|line| line.strip_suffix(" idle")).collect();
+            if idle == NODES {
+                return;
+            }
+            assert!(Instant::now() < deadline, "not every node became idle:\n{sinfo}");
+            std::thread::sleep(Duration::from_secs(2));
+        }
+    }
+
+    fn assert_plan_clean(&self, why: &str) {
+        let plan = self.run(&["plan", "lab.yaml", "-i", "inventory.yaml"]);
+        assert!(
+            plan.status.success(),
+            "{why}: the plan still has changes:\n{}{}",
+            text(&plan.stdout),
+            text(&plan.stderr)
+        );
+    }
+}
+
+fn assert_success(run: &Output, why: &str) {
+    assert!(
+        run.status.success(),
+        "{why}: exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        run.status.code(),
+        text(&run.stdout),
+        text(&run.stderr)
+    );
+}
+
+/// Each node drained once, and no two drains overlap.
+fn assert_one_at_a_time(events: &[(String, String, String, String)], nodes: &[&str]) {
+    let mut drained: Vec<&str> = events.iter().map(|event| event.0.as_str()).collect();
+    drained.sort_unstable();
+    assert_eq!(drained, nodes, "each node drained by toolkit exactly once: {events:#?}");
+    for pair in events.windows(2) {
+        assert!(pair[0].2 <= pair[1].1, "two nodes drained at once: {pair:#?}");
+    }
+}
+
+#[test]
+fn a_rolling_change_drains_one_node_at_a_time_and_loses_no_job() {
+    let _one_lab = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(reason) = missing_prerequisite() {
+        assert!(std::env::var_os("TOOLKIT_REQUIRE_TOOLS").is_none(), "lab rollout test cannot run: {reason}");
+        eprintln!("skipped lab rollout test: {reason}");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let edit = |file: &str, edits: &[(&str, &str)]| {
+        let mut content = std::fs::read_to_string(root.join(file)).expect("lab file");
+        for (from, to) in edits {
+            assert!(content.contains(from), "{file} no longer has `{from}`: update this test");
+            content = content.replace(from, to);
+        }
+        content
+    };
+    std::fs::write(dir.path().join("lab.yaml"), edit("blueprints/lab.yaml", BLUEPRINT_EDITS)).expect("blueprint");
+    std::fs::write(dir.path().join("inventory.yaml"), edit("inventories/lab.yaml", INVENTORY_EDITS))
+        .expect("inventory");
+    let lab = Lab { dir: dir.path() };
+    let _ = lab.run(&["lab", "down", "--cluster", CLUSTER]);
+    assert_success(&lab.run(&["lab", "up", "lab.yaml", "-i", "inventory.yaml"]), "lab up");
+    for host in ["head", "node01", "node02", "node03", "node04"] {
+        lab.exec_ok(host, &["sh", "-c", "id -u alice >/dev/null 2>&1 || useradd --uid 2001 --create-home alice"]);
+    }
+    let first = lab.deploy(&[]);
+    assert_success(&first, "the first deploy");
+    assert!(text(&first.stderr).contains("no scheduler answers yet"), "{}", text(&first.stderr));
+    lab.wait_all_idle();
+
+    rolling_mtu_change_keeps_the_job(&lab);
+    failing_check_stops_and_the_rerun_resumes(&lab);
+    killed_rollout_resumes_without_draining_again(&lab);
+}
+
+/// 9000 → 8000 while alice's job runs on node01: four waves of one, the job completes.
+fn rolling_mtu_change_keeps_the_job(lab: &Lab<'_>) {
+    let job = lab
+        .exec_ok(
+            "head",
+            &[
+                "runuser",
+                "-u",
+                "alice",
+                "--",
+                "sbatch",
+                "--parsable",
+                "--chdir=/tmp",
+                "--output=/dev/null",
+                "--nodelist=node01",
+                "--gres=gpu:1",
+                "--wrap",
+                "sleep 20",
+            ],
+        )
+        .trim()
+        .to_owned();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !lab.exec_ok("head", &["squeue", "-h", "-j", &job, "-o", "%T"]).contains("RUNNING") {
+        assert!(Instant::now() < deadline, "job {job} did not start");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    lab.set_mtu(9000, 8000);
+    let plan = lab.run(&["plan", "lab.yaml", "-i", "inventory.yaml"]);
+    assert_eq!(plan.status.code(), Some(2), "{}", text(&plan.stderr));
+    let shown = text(&plan.stdout);
+    assert!(shown.contains("4 nodes need drain: 4 waves of 1 (max-unavailable 1)"), "{shown}");
+    assert!(shown.contains("drain   node[01-04]  (file:/etc/netplan/60-toolkit-rails.yaml"), "{shown}");
+
+    let since = lab.now();
+    let deploy = lab.deploy(&["--max-unavailable", "1"]);
+    assert_success(&deploy, "the rolling MTU change");
+    let state = lab.exec_ok("head", &["sacct", "-n", "-X", "-P", "-j", &job, "-o", "State"]);
+    assert_eq!(state.trim(), "COMPLETED", "the job running during the change completes");
+    let events = lab.drains_since(&since, 4);
+    assert_one_at_a_time(&events, &NODES);
+    assert!(
+        events[0].0 == "node01" && events[0].3.contains("drain: /etc/netplan/60-toolkit-rails.yaml"),
+        "{events:#?}"
+    );
+    for node in NODES {
+        assert_eq!(lab.rail_mtu(node), 8000, "{node}");
+    }
+    lab.wait_all_idle();
+    lab.assert_plan_clean("after the rolling MTU change");
+}
+
+/// node03 cannot run its checks (no `ip` to list its links): it stays drained with the failure, the
+/// rollout stops before node04; once fixed, the rerun resumes node03 and finishes
+/// node04 without draining node01 or node02 again.
+fn failing_check_stops_and_the_rerun_resumes(lab: &Lab<'_>) {
+    lab.exec_ok("node03", &["sh", "-c", r#"ip=$(command -v ip) && mv "$ip" "$ip.off""#]);
+    lab.set_mtu(8000, 7000);
+    let since = lab.now();
+    let deploy = lab.deploy(&[]);
+    assert_eq!(deploy.status.code(), Some(1), "{}", text(&deploy.stderr));
+    assert!(text(&deploy.stderr).contains("rollout stopped"), "{}", text(&deploy.stderr));
+    let (state, reason) = lab.node_state("node03");
+    assert!(
+        state.starts_with("drained") && reason.contains("failed: check rail-links"),
+        "node03: {state} {reason}\n{}",
+        text(&deploy.stderr)
+    );
+    assert_eq!(lab.node_state("node04").0, "idle", "node04 is untouched");
+    assert_eq!(lab.rail_mtu("node04"), 8000);
+    assert_eq!(lab.rail_mtu("node02"), 7000);
+
+    lab.exec_ok(
+        "node03",
+        &[
+            "sh",
+            "-c",
+            "for d in /usr/sbin /usr/bin /sbin /bin; do [ -e $d/ip.off ] && mv $d/ip.off $d/ip; done; command -v ip",
+        ],
+    );
+    let rerun = lab.deploy(&[]);
+    assert_success(&rerun, "the rerun after the fix");
+    let events = lab.drains_since(&since, 4);
+    assert_one_at_a_time(&events, &NODES);
+    assert_eq!(lab.rail_mtu("node04"), 7000);
+    lab.wait_all_idle();
+    lab.assert_plan_clean("after the resumed rollout");
+}
+
+/// The deploy is killed (as a lost laptop would be) once node02 is applied; the lock
+/// is cleared by hand, and the rerun finishes without draining node01 or node02 again.
+fn killed_rollout_resumes_without_draining_again(lab: &Lab<'_>) {
+    lab.set_mtu(7000, 6000);
+    let since = lab.now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolkit"))
+        .args(["deploy", "lab.yaml", "-i", "inventory.yaml", "--yes"])
+        .current_dir(lab.dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("toolkit runs");
+    let mut log = String::new();
+    for line in BufReader::new(child.stderr.take().expect("stderr")).lines() {
+        let line = line.unwrap_or_default();
+        log.push_str(&line);
+        log.push('\n');
+        if line == "changed: node02:file:/etc/netplan/60-toolkit-rails.yaml" {
+            child.kill().expect("kill");
+            break;
+        }
+    }
+    let _ = child.wait();
+    assert!(log.contains("changed: node02:file"), "the deploy never reached node02:\n{log}");
+    let (state, reason) = lab.node_state("node02");
+    assert!(state.starts_with("drain") && reason.starts_with("toolkit:rollout"), "node02 held: {state} {reason}");
+
+    assert_success(&lab.run(&["unlock", "lab.yaml", "-i", "inventory.yaml", "--force"]), "unlock after the kill");
+    let rerun = lab.deploy(&[]);
+    assert_success(&rerun, "the rerun after the kill");
+    let events = lab.drains_since(&since, 4);
+    assert_one_at_a_time(&events, &NODES);
+    for node in NODES {
+        assert_eq!(lab.rail_mtu(node), 6000, "{node}");
+    }
+    lab.wait_all_idle();
+    lab.assert_plan_clean("after the killed rollout was resumed");
+}
