@@ -321,14 +321,27 @@ impl Docker {
     /// # Errors
     /// As [`Docker::output`]; [`DockerError::Parse`] for unreadable JSON.
     pub fn networks(&self) -> Result<Vec<NetworkInfo>, DockerError> {
-        let ids = self.output(&["network", "ls", "--quiet", "--no-trunc"])?;
-        let mut args = vec!["network", "inspect"];
-        args.extend(ids.lines().map(str::trim).filter(|id| !id.is_empty()));
-        if args.len() == 2 {
-            return Ok(Vec::new());
+        // Another lab going down may remove a network between the listing and the
+        // inspection: list again, a few times.
+        let mut attempts = 0;
+        loop {
+            let ids = self.output(&["network", "ls", "--quiet", "--no-trunc"])?;
+            let mut args = vec!["network", "inspect"];
+            args.extend(ids.lines().map(str::trim).filter(|id| !id.is_empty()));
+            if args.len() == 2 {
+                return Ok(Vec::new());
+            }
+            match self.output(&args) {
+                Ok(json) => {
+                    return serde_json::from_str(&json)
+                        .map_err(|source| DockerError::Parse { command: "network inspect".into(), source });
+                }
+                Err(DockerError::Failed { message, .. }) if attempts < 3 && message.contains("not found") => {
+                    attempts += 1;
+                }
+                Err(error) => return Err(error),
+            }
         }
-        let json = self.output(&args)?;
-        serde_json::from_str(&json).map_err(|source| DockerError::Parse { command: "network inspect".into(), source })
     }
 
     /// The container named `name`, or `None`.
