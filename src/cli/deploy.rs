@@ -156,6 +156,7 @@ pub(crate) struct RunOptions {
     pub parallel: usize,
     pub max_fail_percent: Option<u8>,
     pub backup: bool,
+    pub force: bool,
 }
 
 impl From<&ApplyArgs> for RunOptions {
@@ -167,6 +168,7 @@ impl From<&ApplyArgs> for RunOptions {
             parallel: args.ssh.parallel,
             max_fail_percent: args.max_fail_percent,
             backup: args.backup,
+            force: args.force,
         }
     }
 }
@@ -274,7 +276,11 @@ pub(crate) async fn plan_and_apply(
         Some(api) => (deploy::api::observe(graph, api.inventory, cluster, Path::new(".")).await, api.firmware),
         None => (deploy::api::ApiObservation::default(), &no_firmware),
     };
-    let live = deploy::live_plan(graph, pool, plan_inputs, args.parallel, &observation, firmware).await;
+    let previous = match state_path {
+        Some(path) => State::load(path, cluster)?,
+        None => State::empty(cluster),
+    };
+    let live = deploy::live_plan(graph, &previous, pool, plan_inputs, args.parallel, &observation, firmware).await;
     let plan = live.plan;
     let api_pending = plan
         .changes
@@ -302,10 +308,6 @@ pub(crate) async fn plan_and_apply(
         }
         return Ok(if plan.summary.has_changes() { Status::Changes } else { Status::Clean });
     }
-    let previous = match state_path {
-        Some(path) => State::load(path, cluster)?,
-        None => State::empty(cluster),
-    };
     if !plan.summary.has_changes() {
         save_state(state_path, deploy::record(previous, graph, &plan, &ApplyReport::default()))?;
         eprintln!("nothing to do");
@@ -324,8 +326,9 @@ pub(crate) async fn plan_and_apply(
         cancel,
         events: Some(events),
         backup: args.backup,
+        force: args.force,
     };
-    let report = deploy::apply(graph, &plan, pool, &options).await;
+    let report = deploy::apply(graph, &plan, &previous, pool, &options).await;
     drop(options);
     let _ = progress.await;
     save_state(state_path, deploy::record(previous, graph, &plan, &report))?;
@@ -336,9 +339,10 @@ pub(crate) async fn plan_and_apply(
     if report.cancelled {
         eprintln!("interrupted: the table shows what was done; rerun to converge");
     }
-    let removed = plan.changes.iter().filter(|c| c.action == Action::Remove).count();
-    if removed > 0 {
-        eprintln!("{removed} resource(s) no longer in the blueprint were forgotten, not removed from the hosts");
+    let left =
+        plan.changes.iter().filter(|c| c.action == Action::Remove && c.reason.starts_with("left in place")).count();
+    if left > 0 {
+        eprintln!("{left} resource(s) no longer in the blueprint were left in place on the hosts, as the plan says");
     }
     Ok(if report.is_success() { Status::Clean } else { Status::Error })
 }
