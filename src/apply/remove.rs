@@ -74,7 +74,9 @@ async fn remove_on_host<C: Connector>(
                 executor = Some(connector.connect(host).await.map_err(|error| error.to_string()));
             }
             let result = match executor.as_ref() {
-                Some(Ok(session)) => undo_step(session.as_ref(), undo, options.force).await.map_err(|e| e.to_string()),
+                Some(Ok(session)) => {
+                    undo_step(session.as_ref(), undo, options.force, options.backup).await.map_err(|e| e.to_string())
+                }
                 Some(Err(error)) => Err(error.clone()),
                 None => Err(format!("no connection to `{host}`")),
             };
@@ -104,14 +106,20 @@ async fn remove_on_host<C: Connector>(
 }
 
 /// Runs one removal on its host. `force` lets a declared undo go ahead where it
-/// would refuse (it sees `TOOLKIT_FORCE=1`).
+/// would refuse (it sees `TOOLKIT_FORCE=1`); `backup` keeps a deleted file beside
+/// where it was as `<path>.<UTC time>.toolkit-backup`, as a replaced one is kept.
 ///
 /// # Errors
 /// When a command fails or an undo refuses ([`OpError::Refused`] with its reason).
-pub async fn undo_step<E: Executor>(executor: &E, undo: &Undo, force: bool) -> Result<Step, OpError> {
+pub async fn undo_step<E: Executor>(executor: &E, undo: &Undo, force: bool, backup: bool) -> Result<Step, OpError> {
     match undo {
-        Undo::DeleteFile { path } => delete(executor, DELETE_FILE, "toolkit-delete-file", path).await,
-        Undo::DeleteDirectory { path } => delete(executor, DELETE_DIRECTORY, "toolkit-delete-directory", path).await,
+        Undo::DeleteFile { path } => {
+            let keep = if backup { "backup" } else { "" };
+            delete(executor, &["sh", "-c", DELETE_FILE, "toolkit-delete-file", path, keep]).await
+        }
+        Undo::DeleteDirectory { path } => {
+            delete(executor, &["sh", "-c", DELETE_DIRECTORY, "toolkit-delete-directory", path]).await
+        }
         Undo::StopService { unit } => ops::service(executor, unit, false, false, None).await,
         Undo::Run { argv } if argv.is_empty() => Ok(Step::Unchanged),
         Undo::Run { argv } => {
@@ -122,7 +130,7 @@ pub async fn undo_step<E: Executor>(executor: &E, undo: &Undo, force: bool) -> R
             };
             let output = executor.exec(&argv).await?;
             if output.status == crate::transport::ExitStatus::Code(UNDO_REFUSED) {
-                return Err(OpError::Refused(format!("on `{}`: {}", executor.host(), output.stderr_tail().trim())));
+                return Err(OpError::Refused(output.stderr_tail().trim().to_owned()));
             }
             output.into_success(executor.host(), &argv)?;
             Ok(Step::Changed)
@@ -131,12 +139,17 @@ pub async fn undo_step<E: Executor>(executor: &E, undo: &Undo, force: bool) -> R
     }
 }
 
-/// Deletes a file (a symlink itself, not its target); a unit file also reloads
-/// systemd, so the unit it defined is gone from it too.
+/// Deletes a file (a symlink itself, not its target), or with `backup` as `$2`
+/// renames it to a backup; a unit file also reloads systemd, so the unit it
+/// defined is gone from it too.
 const DELETE_FILE: &str = r#"set -eu
 p=$1
 if [ -e "$p" ] || [ -L "$p" ]; then
-  rm -f -- "$p"
+  if [ "${2:-}" = backup ]; then
+    mv -- "$p" "$p.$(date -u +%Y%m%dT%H%M%SZ).toolkit-backup"
+  else
+    rm -f -- "$p"
+  fi
   case $p in
   /etc/systemd/system/*|/lib/systemd/system/*|/usr/lib/systemd/system/*)
     if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi ;;
@@ -158,8 +171,8 @@ else
 fi
 "#;
 
-async fn delete<E: Executor>(executor: &E, script: &str, name: &str, path: &str) -> Result<Step, OpError> {
-    let argv: Vec<String> = ["sh", "-c", script, name, path].iter().map(|word| (*word).to_owned()).collect();
+async fn delete<E: Executor>(executor: &E, words: &[&str]) -> Result<Step, OpError> {
+    let argv: Vec<String> = words.iter().map(|word| (*word).to_owned()).collect();
     let output = executor.exec(&argv).await?.into_success(executor.host(), &argv)?;
     Ok(if output.stdout_text().trim_end() == "changed" { Step::Changed } else { Step::Unchanged })
 }
@@ -226,10 +239,7 @@ mod tests {
         let listed = outcomes(&report);
         assert_eq!(listed.len(), 4, "nothing runs for a package, an empty undo or no undo: {listed:?}");
         let Outcome::Failed { error } = listed[0].1 else { panic!("{listed:?}") };
-        assert_eq!(
-            error,
-            "on `head`: refusing to delete user `bob`: it has running or pending jobs: 41 (bob, RUNNING)"
-        );
+        assert_eq!(error, "refusing to delete user `bob`: it has running or pending jobs: 41 (bob, RUNNING)");
         assert_eq!(
             listed[1..],
             [
@@ -271,7 +281,7 @@ mod tests {
         let connector = FakeConnector::new(Script::new(host));
         let unit = Undo::StopService { unit: "toolkit-exporter".into() };
         let session = connector.connect("node01").await.expect("connects");
-        assert_eq!(undo_step(session.as_ref(), &unit, false).await.expect("stops"), Step::Changed);
+        assert_eq!(undo_step(session.as_ref(), &unit, false, false).await.expect("stops"), Step::Changed);
         let verbs: Vec<String> = connector
             .script
             .calls()
@@ -290,7 +300,7 @@ mod tests {
         }));
         let session = gone.connect("node01").await.expect("connects");
         for undo in [Undo::DeleteFile { path: "/etc/a".into() }, Undo::DeleteDirectory { path: "/etc/d".into() }] {
-            assert_eq!(undo_step(session.as_ref(), &undo, false).await.expect("no-op"), Step::Unchanged);
+            assert_eq!(undo_step(session.as_ref(), &undo, false, false).await.expect("no-op"), Step::Unchanged);
         }
     }
 
@@ -298,16 +308,31 @@ mod tests {
     #[test]
     fn delete_scripts_delete_once_and_keep_a_directory_that_is_not_empty() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let run = |script: &str, path: &std::path::Path| {
-            let output = std::process::Command::new("sh").args(["-c", script, "test"]).arg(path).output().expect("sh");
+        let run_with = |script: &str, path: &std::path::Path, extra: &[&str]| {
+            let output = std::process::Command::new("sh")
+                .args(["-c", script, "test"])
+                .arg(path)
+                .args(extra)
+                .output()
+                .expect("sh");
             assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
             String::from_utf8_lossy(&output.stdout).trim().to_owned()
         };
+        let run = |script: &str, path: &std::path::Path| run_with(script, path, &[]);
         let file = dir.path().join("topology.conf");
         std::fs::write(&file, "x").expect("writes");
         assert_eq!(run(DELETE_FILE, &file), "changed");
         assert!(!file.exists());
         assert_eq!(run(DELETE_FILE, &file), "unchanged");
+        std::fs::write(&file, "kept").expect("writes");
+        assert_eq!(run_with(DELETE_FILE, &file, &["backup"]), "changed");
+        assert!(!file.exists());
+        let kept: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("lists")
+            .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+            .filter(|name| name.starts_with("topology.conf.") && name.ends_with(".toolkit-backup"))
+            .collect();
+        assert_eq!(kept.len(), 1, "{kept:?}");
         let full = dir.path().join("full");
         std::fs::create_dir(&full).expect("mkdir");
         std::fs::write(full.join("theirs"), "x").expect("writes");

@@ -1,9 +1,9 @@
 //! Removal on the lab: what leaves the blueprint leaves the hosts. The lab is
 //! deployed, then `topology` and tenant `team-b` are dropped from its blueprint:
 //! the live plan shows their removals, a deploy refuses to delete `team-b` while
-//! one of its jobs waits (naming the job), and once the job is gone deletes
-//! topology.conf everywhere, restarts slurmctld without its TopologyPlugin and
-//! deletes the account, its user and its QOS; the next plan has nothing to change.
+//! one of its jobs waits (naming the job), and `deploy --force` cancels the job,
+//! deletes topology.conf everywhere, restarts slurmctld without its TopologyPlugin
+//! and deletes the account, its user and its QOS; the next plan has nothing to change.
 //!
 //! Slow like the e2e test (a lab up and three deploys). Its own cluster name and
 //! subnets (`lab-rm`, 10.133.0.0/24, 10.134.0.0/16) keep it clear of the other
@@ -93,8 +93,12 @@ fn what_leaves_the_blueprint_leaves_the_hosts() {
         exec_ok(host, &["test", "!", "-e", "/etc/slurm/topology.conf"]);
     }
 
-    exec_ok("head", &["scancel", &job]);
-    assert_success(&deploy(dir), "the deploy once the job is gone");
+    // --force cancels the job, then deletes.
+    let started = Instant::now();
+    let forced = toolkit(dir, &["deploy", "lab.yaml", "-i", "inventory.yaml", "--yes", "--force"]);
+    eprintln!("deploy --force took {:.0?}:\n{}", started.elapsed(), text(&forced.stderr));
+    assert_success(&forced, "deploy --force");
+    assert_eq!(exec_ok("head", &["squeue", "-h", "-A", "team-b"]).trim(), "", "--force cancels the job");
 
     for host in HOSTS {
         exec_ok(host, &["test", "!", "-e", "/etc/slurm/topology.conf"]);
