@@ -39,7 +39,6 @@ pub struct LivePlan {
 /// read over SSH: its resources plan as creates, applied after the API stage.
 /// What `recorded` (the state file) has and the blueprint no longer has plans as
 /// removals: the observed facts cover desired resources only.
-#[allow(clippy::too_many_arguments)]
 pub async fn live_plan<C: Connector>(
     graph: &ResourceGraph,
     recorded: &State,
