@@ -339,8 +339,7 @@ pub(crate) async fn plan_and_apply(
     if report.cancelled {
         eprintln!("interrupted: the table shows what was done; rerun to converge");
     }
-    let left =
-        plan.changes.iter().filter(|c| c.action == Action::Remove && c.reason.starts_with("left in place")).count();
+    let left = plan.changes.iter().filter(|change| plan::removal::leaves_in_place(change)).count();
     if left > 0 {
         eprintln!("{left} resource(s) no longer in the blueprint were left in place on the hosts, as the plan says");
     }

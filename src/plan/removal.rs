@@ -108,6 +108,13 @@ impl Undo {
     }
 }
 
+/// Whether `change` is a removal that leaves the resource on its host (a package,
+/// a command without an undo): the state forgets it, nothing runs.
+#[must_use]
+pub fn leaves_in_place(change: &Change) -> bool {
+    change.action == Action::Remove && change.reason.starts_with("left in place")
+}
+
 /// A resource to undo: a `-` of the plan with what its record says undoes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Removal {
@@ -270,6 +277,9 @@ mod tests {
         );
         assert!(plan.changes.iter().all(|change| change.action == Action::Remove && change.after.is_none()));
         assert_eq!(plan.summary.remove, 8);
+        let left: Vec<&str> =
+            plan.changes.iter().filter(|change| leaves_in_place(change)).map(|change| change.name.as_str()).collect();
+        assert_eq!(left, ["fake-gpu-devices", "slurmctld"]);
     }
 
     #[test]
