@@ -337,4 +337,47 @@ mod tests {
         let after = record(state, &graph, &plan, &ApplyReport::default());
         assert!(after.resources.contains_key("head:file:/etc/slurm/topology.conf"));
     }
+
+    /// Observed facts cover desired resources only: removals come from the state
+    /// file, except API objects (the API stage plans those from the API).
+    #[tokio::test]
+    async fn a_live_plan_takes_its_removals_from_the_state_file() {
+        let graph = graph(&["n1"]);
+        let mut recorded = State::empty("lab");
+        for resource in &graph.resources {
+            recorded.record(resource);
+        }
+        let gone = Resource::new(
+            target("n1"),
+            "/etc/slurm/topology.conf",
+            Desired::File {
+                path: "/etc/slurm/topology.conf".into(),
+                content: crate::resource::Content::new("x\n".into()),
+                mode: 0o644,
+                owner: "root".into(),
+                group: "root".into(),
+                secret: false,
+                check: None,
+            },
+        );
+        recorded.record(&gone);
+        let old_power = ApiDesired::Power { host: "n9".to_owned(), state: PowerState::On };
+        recorded.record(&Resource::new(target("n9"), "system", Desired::Api(Box::new(old_power))));
+        let connector = FakeConnector::new(Script::new(fresh_debian));
+        let observation = api::ApiObservation {
+            observed: [("n1:power:system".to_owned(), Some("On".to_owned()))].into_iter().collect(),
+            ..api::ApiObservation::default()
+        };
+        let live =
+            live_plan(&graph, &recorded, &connector, PlanInputs::default(), 4, &observation, &BTreeMap::new()).await;
+        let removals: Vec<(&str, &str)> = live
+            .plan
+            .changes
+            .iter()
+            .filter(|change| change.action == Action::Remove)
+            .map(|change| (change.id.as_str(), change.reason.as_str()))
+            .collect();
+        assert_eq!(removals, [("n1:file:/etc/slurm/topology.conf", "no longer in the blueprint: delete")]);
+        assert_eq!(live.plan.summary.remove, 1);
+    }
 }
