@@ -269,24 +269,27 @@ mod tests {
         assert!(outcomes.contains(&("n2:package:munge", true)), "{outcomes:?}");
     }
 
+    /// A small root-owned file on `host`.
+    fn file_on(host: &str, path: &str) -> Resource {
+        Resource::new(
+            target(host),
+            path,
+            Desired::File {
+                path: path.into(),
+                content: crate::resource::Content::new("x\n".into()),
+                mode: 0o644,
+                owner: "root".into(),
+                group: "root".into(),
+                secret: false,
+                check: None,
+            },
+        )
+    }
+
     #[test]
     fn a_removal_is_forgotten_once_done_or_left_in_place_and_kept_when_it_failed() {
         let host = target("head");
-        let file = |path: &str| {
-            Resource::new(
-                host.clone(),
-                path,
-                Desired::File {
-                    path: path.into(),
-                    content: crate::resource::Content::new("x\n".into()),
-                    mode: 0o644,
-                    owner: "root".into(),
-                    group: "root".into(),
-                    secret: false,
-                    check: None,
-                },
-            )
-        };
+        let file = |path: &str| file_on("head", path);
         let command = |name: &str, undo: Option<Vec<String>>| {
             let desired = Desired::Command {
                 argv: vec!["true".into()],
@@ -347,20 +350,7 @@ mod tests {
         for resource in &graph.resources {
             recorded.record(resource);
         }
-        let gone = Resource::new(
-            target("n1"),
-            "/etc/slurm/topology.conf",
-            Desired::File {
-                path: "/etc/slurm/topology.conf".into(),
-                content: crate::resource::Content::new("x\n".into()),
-                mode: 0o644,
-                owner: "root".into(),
-                group: "root".into(),
-                secret: false,
-                check: None,
-            },
-        );
-        recorded.record(&gone);
+        recorded.record(&file_on("n1", "/etc/slurm/topology.conf"));
         let old_power = ApiDesired::Power { host: "n9".to_owned(), state: PowerState::On };
         recorded.record(&Resource::new(target("n9"), "system", Desired::Api(Box::new(old_power))));
         let connector = FakeConnector::new(Script::new(fresh_debian));
