@@ -15,6 +15,7 @@
 use std::time::Instant;
 
 use futures::StreamExt as _;
+use indexmap::IndexMap;
 
 use super::ops::{self, OpError, Step};
 use super::{ApplyOptions, Outcome, ResourceOutcome, SkipReason};
@@ -32,36 +33,33 @@ pub const UNDO_REFUSED: u32 = 3;
 /// makes the reverse apply order), hosts in parallel, at most `options.parallel`
 /// at once. Removals that run nothing get no outcome.
 pub async fn remove<C: Connector>(removals: &[Removal], connector: &C, options: &ApplyOptions) -> Vec<ResourceOutcome> {
-    let mut hosts: Vec<(&str, Vec<(&Removal, &Undo)>)> = Vec::new();
-    for removal in removals {
+    // Per host, in the order given; each removal with its position in `removals`.
+    let mut hosts: IndexMap<&str, Vec<(usize, &Removal, &Undo)>> = IndexMap::new();
+    for (position, removal) in removals.iter().enumerate() {
         let Some(undo) = removal.undo.as_ref().filter(|undo| undo.acts()) else { continue };
-        match hosts.iter_mut().find(|(host, _)| *host == removal.target) {
-            Some((_, list)) => list.push((removal, undo)),
-            None => hosts.push((removal.target.as_str(), vec![(removal, undo)])),
-        }
+        hosts.entry(removal.target.as_str()).or_default().push((position, removal, undo));
     }
-    let per_host: Vec<Vec<ResourceOutcome>> = futures::stream::iter(hosts)
+    let per_host: Vec<Vec<(usize, ResourceOutcome)>> = futures::stream::iter(hosts)
         .map(|(host, list)| remove_on_host(host, list, connector, options))
         .buffer_unordered(options.parallel.max(1))
         .collect()
         .await;
-    let mut outcomes: Vec<ResourceOutcome> = per_host.into_iter().flatten().collect();
+    let mut outcomes: Vec<(usize, ResourceOutcome)> = per_host.into_iter().flatten().collect();
     // Hosts finish in any order; the report lists removals in plan order.
-    let rank = |id: &ResourceId| removals.iter().position(|removal| removal.id == id.as_str());
-    outcomes.sort_by_key(|outcome| rank(&outcome.id));
-    outcomes
+    outcomes.sort_unstable_by_key(|(position, _)| *position);
+    outcomes.into_iter().map(|(_, outcome)| outcome).collect()
 }
 
 async fn remove_on_host<C: Connector>(
     host: &str,
-    list: Vec<(&Removal, &Undo)>,
+    list: Vec<(usize, &Removal, &Undo)>,
     connector: &C,
     options: &ApplyOptions,
-) -> Vec<ResourceOutcome> {
+) -> Vec<(usize, ResourceOutcome)> {
     let mut outcomes = Vec::with_capacity(list.len());
     let mut stop: Option<SkipReason> = None;
     let mut executor = None;
-    for (removal, undo) in list {
+    for (position, removal, undo) in list {
         let id = ResourceId(removal.id.clone());
         if stop.is_none() && options.cancel.is_cancelled() {
             stop = Some(SkipReason::Cancelled);
@@ -100,7 +98,7 @@ async fn remove_on_host<C: Connector>(
             // The receiver is a progress display; a closed one changes nothing here.
             let _ = events.send(outcome.clone());
         }
-        outcomes.push(outcome);
+        outcomes.push((position, outcome));
     }
     outcomes
 }

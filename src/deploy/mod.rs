@@ -12,7 +12,7 @@ pub mod lock;
 pub mod observe;
 pub mod secrets;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::apply::{self, ApplyOptions, ApplyReport, Outcome};
 use crate::graph::ResourceGraph;
@@ -179,9 +179,15 @@ pub fn record(mut state: State, graph: &ResourceGraph, plan: &Plan, report: &App
             state.record_at(resource, rank as u64 + 1);
         }
     }
+    let removal_outcomes: HashMap<&str, &Outcome> = report
+        .outcomes
+        .iter()
+        .filter(|outcome| outcome.index == apply::remove::NOT_IN_GRAPH)
+        .map(|outcome| (outcome.id.as_str(), &outcome.outcome))
+        .collect();
     for removal in removals {
         let removed = !removal.undo.as_ref().is_some_and(Undo::acts)
-            || report.outcome(&removal.id).is_some_and(Outcome::is_success);
+            || removal_outcomes.get(removal.id.as_str()).is_some_and(|outcome| outcome.is_success());
         if removed {
             state.forget(&removal.id);
         }
