@@ -187,6 +187,15 @@ pub enum Desired {
         unless: Option<Vec<String>>,
         /// Why it exists, for the plan.
         description: String,
+        /// What undoes it once it leaves the blueprint, for commands that change
+        /// remote state: run as it is (each word quoted), with `TOOLKIT_FORCE=1` in
+        /// its environment under `deploy --force`. It must succeed when there is
+        /// nothing left to undo, and may refuse (exit 3, the reason on stderr) when
+        /// undoing would lose work. `Some(vec![])`: nothing to undo (a wait, or
+        /// settings that go with their object). `None`: left in place, and the plan
+        /// says so. Not part of the fingerprint: declaring an undo changes nothing on
+        /// the host.
+        undo: Option<Vec<String>>,
     },
     /// An object behind an HTTP API: a BMC's power, boot override or BIOS attribute,
     /// a cloud instance or placement group. Set before the host is reached over SSH.

@@ -4,11 +4,13 @@
 //! indexes of the resources to change, a [`Connector`](crate::transport::Connector)
 //! and [`ApplyOptions`]. Output: an [`ApplyReport`] with one [`Outcome`] per resource.
 //!
-//! [`walker::apply`] schedules; [`ops`] performs one idempotent step per resource.
+//! [`walker::apply`] schedules; [`ops`] performs one idempotent step per resource;
+//! [`remove::remove`] undoes what left the blueprint.
 //! A failure stops only what depends on it; a Ctrl-C stops starting new work and
 //! the partial outcome is still reported.
 
 pub mod ops;
+pub mod remove;
 pub mod walker;
 
 #[cfg(test)]
@@ -74,7 +76,7 @@ impl Outcome {
 /// One resource's outcome.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ResourceOutcome {
-    /// Index in the graph's resources.
+    /// Index in the graph's resources ([`remove::NOT_IN_GRAPH`] for a removal).
     #[serde(skip)]
     pub index: usize,
     /// Resource id.
@@ -165,12 +167,22 @@ pub struct ApplyOptions {
     pub events: Option<tokio::sync::mpsc::UnboundedSender<ResourceOutcome>>,
     /// Keep each replaced file beside it as `<path>.<UTC time>.toolkit-backup`.
     pub backup: bool,
+    /// Undo what left the blueprint even where its undo refuses because it would
+    /// lose work (a Slurm account with jobs: they are cancelled).
+    pub force: bool,
 }
 
 impl Default for ApplyOptions {
-    /// 64 in parallel, no failure limit, a fresh token, no events.
+    /// 64 in parallel, no failure limit, a fresh token, no events, no backups, no force.
     fn default() -> Self {
-        Self { parallel: 64, max_fail_percent: None, cancel: CancellationToken::new(), events: None, backup: false }
+        Self {
+            parallel: 64,
+            max_fail_percent: None,
+            cancel: CancellationToken::new(),
+            events: None,
+            backup: false,
+            force: false,
+        }
     }
 }
 

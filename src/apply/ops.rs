@@ -204,7 +204,12 @@ fn is_package_name(name: &str) -> bool {
         && name.len() >= 2
 }
 
-async fn service<E: Executor>(
+/// Takes unit `unit` to `enabled` and `running`, restarting or reloading it on
+/// `restart`; also used to stop and disable a unit that left the blueprint.
+///
+/// # Errors
+/// When the unit cannot be read or a `systemctl` command fails.
+pub(crate) async fn service<E: Executor>(
     executor: &E,
     unit: &str,
     enabled: bool,

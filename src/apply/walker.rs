@@ -676,6 +676,7 @@ mod tests {
                     creates: None,
                     unless: None,
                     description: name.to_owned(),
+                    undo: None,
                 },
             )
         };

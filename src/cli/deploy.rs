@@ -201,6 +201,7 @@ pub(crate) struct RunOptions {
     pub parallel: usize,
     pub max_fail_percent: Option<u8>,
     pub backup: bool,
+    pub force: bool,
 }
 
 impl From<&ApplyArgs> for RunOptions {
@@ -212,6 +213,7 @@ impl From<&ApplyArgs> for RunOptions {
             parallel: args.ssh.parallel,
             max_fail_percent: args.max_fail_percent,
             backup: args.backup,
+            force: args.force,
         }
     }
 }
@@ -376,6 +378,7 @@ pub(crate) async fn plan_and_apply<H: deploy::rollout::NodeHooks>(
             cancel,
             events: Some(events),
             backup: args.backup,
+            force: args.force,
         },
         dry_run: args.dry_run,
     };

@@ -45,6 +45,11 @@ pub struct ApplyArgs {
     /// Keep each replaced file beside it as `<path>.<UTC time>.toolkit-backup`.
     #[arg(long)]
     pub backup: bool,
+    /// Remove what left the blueprint even where that loses work: a Slurm account,
+    /// QOS or user with running or pending jobs has them cancelled (without it, the
+    /// removal is refused and names the jobs).
+    #[arg(long)]
+    pub force: bool,
     /// Output format of the plan and the outcome.
     #[arg(long, value_enum, default_value_t)]
     pub output: crate::cli::OutputFormat,
@@ -86,16 +91,17 @@ pub(crate) fn plan_inputs(inputs: &Inputs, compiled: &Compiled) -> PlanInputs {
 }
 
 /// Observes (BMCs and cloud through their APIs, hosts over SSH) and plans; every
-/// SSH target must be in the inventory.
+/// SSH target must be in the inventory. `recorded` (the state file) gives the removals.
 pub(crate) async fn live_plan(
     compiled: &Compiled,
+    recorded: &crate::plan::state::State,
     inventory: &LoadedInventory,
     pool: &SshPool,
     inputs: PlanInputs,
     parallel: usize,
 ) -> LivePlan {
     let api = deploy::api::observe(&compiled.graph, &inventory.inventory, &inputs.cluster, Path::new(".")).await;
-    deploy::live_plan(&compiled.graph, pool, inputs, parallel, &api, &compiled.firmware).await
+    deploy::live_plan(&compiled.graph, recorded, pool, inputs, parallel, &api, &compiled.firmware).await
 }
 
 /// The API stage's plan (BMCs and cloud only) and the API targets that could not be read.

@@ -75,8 +75,14 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
     } else {
         let inventory = live::require_inventory(&inputs)?;
         let pool = live::pool(inventory, &args.ssh)?;
+        // The removals: what the last deploy applied and the blueprint no longer has.
+        let recorded = match live::state_path(args.state.as_ref(), &inputs) {
+            Some(path) => State::load(&path, &compiled.model.name)?,
+            None => State::empty(&compiled.model.name),
+        };
         let live_plan = live::runtime()?.block_on(async {
-            let live_plan = live::live_plan(&compiled, inventory, &pool, plan_inputs, args.ssh.parallel).await;
+            let live_plan =
+                live::live_plan(&compiled, &recorded, inventory, &pool, plan_inputs, args.ssh.parallel).await;
             pool.close_all().await;
             live_plan
         });

@@ -2,9 +2,10 @@
 //! record what was applied.
 //!
 //! Stage: observe → plan → apply. Input: [`Compiled`](crate::compile::Compiled)
-//! resources and a connector (SSH pool). Output: a [`Plan`] (baseline: observed),
-//! an [`ApplyReport`], and the updated [`State`]. The CLI adds the prompt, the
-//! lock and the progress display.
+//! resources, the state file of the last deploy and a connector (SSH pool).
+//! Output: a [`Plan`] (baseline: observed; removals: what the state file records
+//! and the blueprint no longer has), an [`ApplyReport`], and the updated
+//! [`State`]. The CLI adds the prompt, the lock and the progress display.
 
 pub mod api;
 pub mod checks;
@@ -15,13 +16,15 @@ pub mod rollout;
 pub mod scheduler;
 pub mod secrets;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::apply::{self, ApplyOptions, ApplyReport, Outcome};
 use crate::graph::ResourceGraph;
 use crate::plan::diff::PlanInputs;
+use crate::plan::removal::{Removal, Undo};
 use crate::plan::state::State;
 use crate::plan::{self, Action, Baseline, Change, Plan};
+use crate::resource::Desired;
 use crate::transport::Connector;
 
 pub use observe::{Observation, observe};
@@ -38,8 +41,11 @@ pub struct LivePlan {
 /// Observes every target and diffs. `api` is what the BMCs and the cloud report
 /// ([`api::observe`]); a host whose power or instance is not in place yet is not
 /// read over SSH: its resources plan as creates, applied after the API stage.
+/// What `recorded` (the state file) has and the blueprint no longer has plans as
+/// removals: the observed facts cover desired resources only.
 pub async fn live_plan<C: Connector>(
     graph: &ResourceGraph,
+    recorded: &State,
     connector: &C,
     inputs: PlanInputs,
     parallel: usize,
@@ -64,6 +70,10 @@ pub async fn live_plan<C: Connector>(
     }
     // What is left are removals (instances no longer in the blueprint).
     plan.changes.extend(by_id.into_values());
+    // API objects are the API stage's: it plans their removal from what the API reports.
+    let desired: HashSet<&str, foldhash::fast::RandomState> =
+        graph.resources.iter().map(|resource| resource.id.as_str()).collect();
+    plan.changes.extend(plan::removal::changes(recorded, &desired, false));
     plan.summary = plan::Summary::of(&plan.changes);
     plan.warnings = api::firmware_warnings(firmware, api_observation);
     let mut unreachable = observation.unreachable;
@@ -74,7 +84,7 @@ pub async fn live_plan<C: Connector>(
 }
 
 /// Indexes of the resources a plan changes (creates and updates, including
-/// service restarts); removals are not applied: the state forgets them.
+/// service restarts); removals are not in the graph ([`removals`]).
 #[must_use]
 pub fn changed_indexes(graph: &ResourceGraph, plan: &Plan) -> HashSet<usize> {
     let changing: HashSet<&str> = plan
@@ -98,26 +108,73 @@ pub fn changed_indexes_count(plan: &Plan) -> usize {
     plan.changes.iter().filter(|change| matches!(change.action, Action::Create | Action::Update)).count()
 }
 
+/// The plan's removals with the undo `recorded` keeps for each, in the plan's
+/// (reverse apply) order. A file or directory whose path another desired resource
+/// on the same host now has (renamed, or moved between kinds) is not deleted.
+#[must_use]
+pub fn removals(graph: &ResourceGraph, plan: &Plan, recorded: &State) -> Vec<Removal> {
+    let desired_paths: HashSet<(&str, &str)> = graph
+        .resources
+        .iter()
+        .filter_map(|resource| match &resource.desired {
+            Desired::File { path, .. } | Desired::Directory { path, .. } => {
+                Some((resource.target.name.as_str(), path.as_str()))
+            }
+            _ => None,
+        })
+        .collect();
+    plan.changes
+        .iter()
+        .filter(|change| change.action == Action::Remove)
+        .map(|change| {
+            let undo = recorded
+                .resources
+                .get(&change.id)
+                .and_then(|record| plan::removal::undo_of(&change.id, record))
+                .filter(|undo| match undo {
+                    Undo::DeleteFile { path } | Undo::DeleteDirectory { path } => {
+                        !desired_paths.contains(&(change.target.as_str(), path.as_str()))
+                    }
+                    _ => true,
+                });
+            Removal { id: change.id.clone(), target: change.target.clone(), undo }
+        })
+        .collect()
+}
+
 /// Applies the plan's changes to the hosts over SSH (API objects are applied by
-/// [`api::apply`], before).
+/// [`api::apply`], before), then undoes its removals with what `recorded` keeps
+/// ([`apply::remove`]) — after the changes, so a service whose configuration
+/// dropped a removed file has been restarted without it first. A cancelled or
+/// aborted run removes nothing.
 pub async fn apply<C: Connector>(
     graph: &ResourceGraph,
     plan: &Plan,
+    recorded: &State,
     connector: &C,
     options: &ApplyOptions,
 ) -> ApplyReport {
     let mut changes = changed_indexes(graph, plan);
-    changes.retain(|&index| !matches!(graph.resources[index].desired, crate::resource::Desired::Api(_)));
-    apply::apply(graph, &changes, connector, options).await
+    changes.retain(|&index| !matches!(graph.resources[index].desired, Desired::Api(_)));
+    let mut report = apply::apply(graph, &changes, connector, options).await;
+    if !report.cancelled && !report.aborted {
+        let removals = removals(graph, plan, recorded);
+        report.outcomes.extend(apply::remove::remove(&removals, connector, options).await);
+    }
+    report
 }
 
 /// The state after a run: every resource that is now as desired (applied, or a
-/// no-op in the plan) is recorded; failed and skipped ones keep their old record;
-/// resources gone from the blueprint are forgotten.
+/// no-op in the plan) is recorded, with its position in the apply order; failed
+/// and skipped ones keep their old record. Resources gone from the blueprint are
+/// forgotten once removed, or at once when nothing is run to remove them (left in
+/// place); a removal that failed or did not run stays recorded, so a rerun retries.
 #[must_use]
 pub fn record(mut state: State, graph: &ResourceGraph, plan: &Plan, report: &ApplyReport) -> State {
     let applied: HashSet<usize> = changed_indexes(graph, plan);
-    for (index, resource) in graph.resources.iter().enumerate() {
+    let removals = removals(graph, plan, &state);
+    for (rank, &index) in graph.order.iter().enumerate() {
+        let resource = &graph.resources[index];
         let done = if applied.contains(&index) {
             report
                 .outcomes
@@ -128,11 +185,22 @@ pub fn record(mut state: State, graph: &ResourceGraph, plan: &Plan, report: &App
             true
         };
         if done {
-            state.record(resource);
+            // 0 is "order unknown" (records from before orders were kept).
+            state.record_at(resource, rank as u64 + 1);
         }
     }
-    for change in plan.changes.iter().filter(|change| change.action == Action::Remove) {
-        state.forget(&change.id);
+    let removal_outcomes: HashMap<&str, &Outcome> = report
+        .outcomes
+        .iter()
+        .filter(|outcome| outcome.index == apply::remove::NOT_IN_GRAPH)
+        .map(|outcome| (outcome.id.as_str(), &outcome.outcome))
+        .collect();
+    for removal in removals {
+        let removed = !removal.undo.as_ref().is_some_and(Undo::acts)
+            || removal_outcomes.get(removal.id.as_str()).is_some_and(|outcome| outcome.is_success());
+        if removed {
+            state.forget(&removal.id);
+        }
     }
     state
 }
@@ -172,7 +240,16 @@ mod tests {
                 .collect(),
             ..api::ApiObservation::default()
         };
-        let live = live_plan(&graph, &connector, PlanInputs::default(), 4, &observation, &BTreeMap::new()).await;
+        let live = live_plan(
+            &graph,
+            &State::empty("lab"),
+            &connector,
+            PlanInputs::default(),
+            4,
+            &observation,
+            &BTreeMap::new(),
+        )
+        .await;
         assert_eq!(*connector.connects.lock().expect("connects"), ["n2"], "n1 is off: not read over SSH");
         assert!(live.unreachable.is_empty(), "{:?}", live.unreachable);
         let changes: Vec<(&str, Action, &str)> =
@@ -195,8 +272,9 @@ mod tests {
             cancel: tokio_util::sync::CancellationToken::new(),
             events: None,
             backup: false,
+            force: false,
         };
-        let report = apply(&graph, &live.plan, &connector, &options).await;
+        let report = apply(&graph, &live.plan, &State::empty("lab"), &connector, &options).await;
         let outcomes: Vec<(&str, bool)> = report
             .outcomes
             .iter()
@@ -204,5 +282,107 @@ mod tests {
             .collect();
         assert!(outcomes.contains(&("n1:power:system", false)), "{outcomes:?}");
         assert!(outcomes.contains(&("n2:package:munge", true)), "{outcomes:?}");
+    }
+
+    /// A small root-owned file on `host`.
+    fn file_on(host: &str, path: &str) -> Resource {
+        Resource::new(
+            target(host),
+            path,
+            Desired::File {
+                path: path.into(),
+                content: crate::resource::Content::new("x\n".into()),
+                mode: 0o644,
+                owner: "root".into(),
+                group: "root".into(),
+                secret: false,
+                check: None,
+            },
+        )
+    }
+
+    #[test]
+    fn a_removal_is_forgotten_once_done_or_left_in_place_and_kept_when_it_failed() {
+        let host = target("head");
+        let file = |path: &str| file_on("head", path);
+        let command = |name: &str, undo: Option<Vec<String>>| {
+            let desired = Desired::Command {
+                argv: vec!["true".into()],
+                creates: None,
+                unless: None,
+                description: name.into(),
+                undo,
+            };
+            Resource::new(host.clone(), name, desired)
+        };
+        let mut state = State::empty("lab");
+        let old = [
+            file("/etc/slurm/slurm.conf"),
+            file("/etc/slurm/topology.conf"),
+            command("sacctmgr-account-team-b", Some(vec!["delete".into()])),
+            command("bare", None),
+            Resource::new(host.clone(), "slurmctld", Desired::Package { name: "slurmctld".into() }),
+        ];
+        for (rank, resource) in old.iter().enumerate() {
+            state.record_at(resource, rank as u64 + 1);
+        }
+        let graph = crate::graph::build(vec![file("/etc/slurm/slurm.conf")]).expect("graph");
+        let plan = plan::diff(&graph, &state, PlanInputs::default());
+        assert_eq!(plan.summary.remove, 4);
+        let outcome = |id: &str, outcome| apply::ResourceOutcome {
+            index: apply::remove::NOT_IN_GRAPH,
+            id: ResourceId(id.into()),
+            target: "head".into(),
+            outcome,
+            elapsed_ms: 0,
+        };
+        let report = ApplyReport {
+            outcomes: vec![
+                outcome("head:command:sacctmgr-account-team-b", Outcome::Failed { error: "refused".into() }),
+                outcome("head:file:/etc/slurm/topology.conf", Outcome::Changed),
+            ],
+            ..ApplyReport::default()
+        };
+        let after = record(state, &graph, &plan, &report);
+        let kept: Vec<&str> = after.resources.keys().map(String::as_str).collect();
+        assert_eq!(kept, ["head:command:sacctmgr-account-team-b", "head:file:/etc/slurm/slurm.conf"]);
+        // The one still desired is recorded at its place in this run's order.
+        assert_eq!(after.resources["head:file:/etc/slurm/slurm.conf"].order, 1);
+        // A removal that did not run (cancelled run) stays recorded too.
+        let mut state = State::empty("lab");
+        state.record_at(&file("/etc/slurm/topology.conf"), 1);
+        let plan = plan::diff(&graph, &state, PlanInputs::default());
+        let after = record(state, &graph, &plan, &ApplyReport::default());
+        assert!(after.resources.contains_key("head:file:/etc/slurm/topology.conf"));
+    }
+
+    /// Observed facts cover desired resources only: removals come from the state
+    /// file, except API objects (the API stage plans those from the API).
+    #[tokio::test]
+    async fn a_live_plan_takes_its_removals_from_the_state_file() {
+        let graph = graph(&["n1"]);
+        let mut recorded = State::empty("lab");
+        for resource in &graph.resources {
+            recorded.record(resource);
+        }
+        recorded.record(&file_on("n1", "/etc/slurm/topology.conf"));
+        let old_power = ApiDesired::Power { host: "n9".to_owned(), state: PowerState::On };
+        recorded.record(&Resource::new(target("n9"), "system", Desired::Api(Box::new(old_power))));
+        let connector = FakeConnector::new(Script::new(fresh_debian));
+        let observation = api::ApiObservation {
+            observed: [("n1:power:system".to_owned(), Some("On".to_owned()))].into_iter().collect(),
+            ..api::ApiObservation::default()
+        };
+        let live =
+            live_plan(&graph, &recorded, &connector, PlanInputs::default(), 4, &observation, &BTreeMap::new()).await;
+        let removals: Vec<(&str, &str)> = live
+            .plan
+            .changes
+            .iter()
+            .filter(|change| change.action == Action::Remove)
+            .map(|change| (change.id.as_str(), change.reason.as_str()))
+            .collect();
+        assert_eq!(removals, [("n1:file:/etc/slurm/topology.conf", "no longer in the blueprint: delete")]);
+        assert_eq!(live.plan.summary.remove, 1);
     }
 }

@@ -107,6 +107,9 @@ async fn observe_host<E: Executor>(executor: &E, resources: &[&Resource]) -> Res
                 fingerprint,
                 content_sha256: content_sha256.filter(|_| !secret),
                 secret,
+                // Observed, not applied: undos come from the state file.
+                undo: None,
+                order: 0,
             },
         );
     }

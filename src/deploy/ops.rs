@@ -164,8 +164,13 @@ async fn locked_deploy<C: Connector, H: NodeHooks>(
         Some(api) => (api::observe(request.graph, api.inventory, request.cluster, Path::new(".")).await, api.firmware),
         None => (api::ApiObservation::default(), &no_firmware),
     };
+    let previous = match request.state_path {
+        Some(path) => State::load(path, request.cluster)?,
+        None => State::empty(request.cluster),
+    };
     let LivePlan { mut plan, unreachable } = live_plan(
         request.graph,
+        &previous,
         request.connector,
         request.inputs.clone(),
         request.apply.parallel,
@@ -183,10 +188,6 @@ async fn locked_deploy<C: Connector, H: NodeHooks>(
         review.review(&plan, &unreachable).map_err(DeployError::Review)?;
         return Ok(Outcome::Planned(plan));
     }
-    let previous = match request.state_path {
-        Some(path) => State::load(path, request.cluster)?,
-        None => State::empty(request.cluster),
-    };
     // A rollout left half way has nodes held drained even when nothing is to change.
     let carry_on = previous.rollout.as_ref().is_some_and(|rollout| rollout.in_flight().next().is_some());
     if !plan.summary.has_changes() && !carry_on {
@@ -230,7 +231,7 @@ async fn apply<C: Connector, H: NodeHooks>(
         )
         .await);
     }
-    let report = super::apply(request.graph, plan, request.connector, &request.apply).await;
+    let report = super::apply(request.graph, plan, &previous, request.connector, &request.apply).await;
     write_state(state_path, super::record(previous, request.graph, plan, &report))?;
     let report = RolloutReport { apply: report, ..RolloutReport::default() };
     Ok(report)

@@ -150,6 +150,7 @@ pub async fn run<C: Connector, S: Scheduler, H: NodeHooks>(
         run.report.notes.push("no scheduler answers yet: nothing runs jobs, every change applies at once".to_owned());
         let everything = run.changes.clone();
         run.apply(connector, apply_options, &everything).await;
+        run.remove(connector, apply_options, |_| true).await;
         let reboot: Vec<String> =
             run.hosts_of_class(Disruption::Reboot).into_iter().filter(|host| !run.host_failed(host)).collect();
         for host in &reboot {
@@ -188,6 +189,7 @@ pub async fn run<C: Connector, S: Scheduler, H: NodeHooks>(
     let first: HashSet<usize> =
         run.changes.iter().copied().filter(|&index| !rolled.contains(&graph.resources[index].target.name)).collect();
     run.apply(connector, apply_options, &first).await;
+    run.remove(connector, apply_options, |host| !rolled.contains(host)).await;
     if rolled.is_empty() {
         return run.finish();
     }
@@ -309,6 +311,10 @@ struct Run<'a> {
     changes: HashSet<usize>,
     /// Per resource: its outcome so far (`None`: not run yet).
     outcomes: Vec<Option<ResourceOutcome>>,
+    /// Resources gone from the blueprint, undone on their host's turn.
+    removals: Vec<crate::plan::removal::Removal>,
+    /// Outcomes of the removals run so far.
+    removed: Vec<ResourceOutcome>,
     report: RolloutReport,
 }
 
@@ -321,6 +327,7 @@ impl<'a> Run<'a> {
     ) -> Self {
         let mut changes = super::changed_indexes(graph, plan);
         changes.retain(|&index| !matches!(graph.resources[index].desired, Desired::Api(_)));
+        let removals = super::removals(graph, plan, &state);
         Self {
             graph,
             plan,
@@ -328,6 +335,8 @@ impl<'a> Run<'a> {
             save,
             changes,
             outcomes: vec![None; graph.resources.len()],
+            removals,
+            removed: Vec::new(),
             report: RolloutReport::default(),
         }
     }
@@ -373,12 +382,31 @@ impl<'a> Run<'a> {
         self.save();
     }
 
+    /// Undoes the removals on the hosts `on` selects, after their changes (none after
+    /// an interrupted or aborted walk).
+    async fn remove<C: Connector>(&mut self, connector: &C, options: &ApplyOptions, on: impl Fn(&str) -> bool) {
+        if self.report.apply.cancelled || self.report.apply.aborted {
+            return;
+        }
+        let selected: Vec<crate::plan::removal::Removal> =
+            self.removals.iter().filter(|removal| on(&removal.target)).cloned().collect();
+        if selected.is_empty() {
+            return;
+        }
+        self.removed.extend(apply::remove::remove(&selected, connector, options).await);
+        self.save();
+    }
+
     fn host_failed(&self, host: &str) -> bool {
-        self.outcomes.iter().flatten().any(|outcome| outcome.target == host && !outcome.outcome.is_success())
+        self.outcomes
+            .iter()
+            .flatten()
+            .chain(&self.removed)
+            .any(|outcome| outcome.target == host && !outcome.outcome.is_success())
     }
 
     fn host_error(&self, host: &str) -> Option<String> {
-        self.outcomes.iter().flatten().find_map(|outcome| match &outcome.outcome {
+        self.outcomes.iter().flatten().chain(&self.removed).find_map(|outcome| match &outcome.outcome {
             Outcome::Failed { error } if outcome.target == host => {
                 Some(format!("{}: {}", outcome.id, error.lines().next().unwrap_or_default()))
             }
@@ -439,6 +467,7 @@ impl<'a> Run<'a> {
                     }
                 })
             })
+            .chain(self.removed.iter().cloned())
             .collect();
         ApplyReport { outcomes, cancelled: self.report.apply.cancelled, aborted: self.report.apply.aborted }
     }
@@ -533,6 +562,8 @@ impl<'a> Run<'a> {
             .filter(|&index| drained.contains(&self.graph.resources[index].target.name))
             .collect();
         self.apply(connector, apply_options, &changes).await;
+        let on: BTreeSet<String> = drained.iter().map(|host| (*host).clone()).collect();
+        self.remove(connector, apply_options, |host| on.contains(host)).await;
         for host in wave {
             if !drained.contains(host) {
                 continue;

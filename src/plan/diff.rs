@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 use foldhash::fast::RandomState;
 use similar::TextDiff;
 
+use super::removal;
 use super::state::State;
 use super::{Action, Baseline, Change, PLAN_FORMAT_VERSION, Plan, Summary};
 use crate::graph::ResourceGraph;
@@ -93,28 +94,9 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
         });
     }
     // Only a recorded state can have resources no longer desired.
-    let desired_ids: HashSet<&str, RandomState> = if state.resources.is_empty() {
-        HashSet::default()
-    } else {
-        graph.resources.iter().map(|resource| resource.id.as_str()).collect()
-    };
-    for (id, recorded) in &state.resources {
-        if !desired_ids.contains(id.as_str()) {
-            let (target, name) = split_id(id);
-            changes.push(Change {
-                id: id.clone(),
-                target: target.to_owned(),
-                kind: recorded.kind.clone(),
-                name: name.to_owned(),
-                action: Action::Remove,
-                reason: "no longer in the blueprint".to_owned(),
-                before: Some(recorded.fingerprint.clone()),
-                after: None,
-                diff: None,
-                secret: recorded.secret,
-                disruption: crate::resource::Disruption::None,
-            });
-        }
+    if !state.resources.is_empty() {
+        let desired: HashSet<&str, RandomState> = graph.resources.iter().map(|resource| resource.id.as_str()).collect();
+        changes.extend(removal::changes(state, &desired, true));
     }
     let summary = Summary::of(&changes);
     Plan {

@@ -11,6 +11,7 @@ pub mod api;
 pub mod diff;
 pub mod disruption;
 pub mod files;
+pub mod removal;
 pub mod render;
 pub mod state;
 
@@ -32,8 +33,10 @@ pub enum Action {
     Create,
     /// There, but different (or a service to restart/reload).
     Update,
-    /// Recorded but no longer desired: files and directories are removed,
-    /// packages and services are left as they are and forgotten.
+    /// Recorded but no longer desired: files and directories are deleted,
+    /// services stopped and disabled, commands undone by their declared undo;
+    /// packages and commands without an undo are left in place and forgotten
+    /// (the reason says so).
     Remove,
     /// Already as desired.
     #[serde(rename = "no-op")]

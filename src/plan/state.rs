@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use super::removal::Undo;
 use crate::resource::{Desired, Resource};
 
 /// Version of the state file format.
@@ -61,6 +62,20 @@ pub struct Recorded {
     /// A secret file: no content kept.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub secret: bool,
+    /// What undoes it once it leaves the blueprint; absent for a command without
+    /// an undo, and in records written before undos were kept (then files,
+    /// directories, units and packages are named by the id: [`Undo::derived`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undo: Option<Undo>,
+    /// Its position in the order of the deploy that recorded it (dependencies
+    /// first): removals run in the reverse order, since the graph no longer has them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub order: u64,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 /// What was applied, by resource id.
@@ -174,8 +189,14 @@ impl State {
         Ok(state)
     }
 
-    /// Records `resource` as applied.
+    /// Records `resource` as applied, keeping the order it was recorded at before.
     pub fn record(&mut self, resource: &Resource) {
+        let order = self.resources.get(resource.id.as_str()).map_or(0, |recorded| recorded.order);
+        self.record_at(resource, order);
+    }
+
+    /// Records `resource` as applied at position `order` of the apply order.
+    pub fn record_at(&mut self, resource: &Resource, order: u64) {
         let (content_sha256, secret) = match &resource.desired {
             Desired::File { content, secret, .. } => {
                 if !secret {
@@ -192,6 +213,8 @@ impl State {
                 fingerprint: resource.desired.fingerprint(),
                 content_sha256: content_sha256.filter(|_| !secret),
                 secret,
+                undo: Undo::of(&resource.desired),
+                order,
             },
         );
     }
@@ -293,5 +316,57 @@ mod tests {
         let bad = dir.path().join("bad.json");
         std::fs::write(&bad, "{not json").expect("writes");
         assert!(matches!(State::load(&bad, "lab"), Err(StateError::Parse { .. })));
+    }
+
+    #[test]
+    fn records_what_undoes_each_resource_and_where_it_came_in_the_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.json");
+        let target = Target { name: "head".into(), kind: TargetKind::Node };
+        let command = |name: &str, undo: Option<Vec<String>>| {
+            Resource::new(
+                target.clone(),
+                name,
+                Desired::Command {
+                    argv: vec!["sacctmgr".into(), "-i".into(), "add".into(), "qos".into(), "team-b".into()],
+                    creates: None,
+                    unless: None,
+                    description: "create QOS `team-b`".into(),
+                    undo,
+                },
+            )
+        };
+        let undo = vec!["sacctmgr".to_owned(), "-i".into(), "delete".into(), "qos".into(), "team-b".into()];
+        let mut state = State::empty("lab");
+        state.record_at(&file("/etc/slurm/topology.conf", "x\n", false), 3);
+        state.record_at(&command("sacctmgr-qos-team-b", Some(undo.clone())), 7);
+        state.record_at(&command("bare", None), 8);
+        // Recorded again without an order (a test, the API stage): keeps its order.
+        state.record(&command("sacctmgr-qos-team-b", Some(undo.clone())));
+        let qos = &state.resources["head:command:sacctmgr-qos-team-b"];
+        assert_eq!((qos.undo.clone(), qos.order), (Some(Undo::Run { argv: undo }), 7));
+        assert_eq!(state.resources["head:command:bare"].undo, None);
+        let file = &state.resources["node01:file:/etc/slurm/topology.conf"];
+        assert_eq!(file.undo, Some(Undo::DeleteFile { path: "/etc/slurm/topology.conf".into() }));
+        // Declaring an undo changes nothing on the host: the fingerprint ignores it.
+        assert_eq!(
+            command("c", None).desired.fingerprint(),
+            command("c", Some(vec!["true".into()])).desired.fingerprint()
+        );
+        state.save(&path).expect("saves");
+        assert_eq!(State::load(&path, "lab").expect("loads"), state);
+    }
+
+    #[test]
+    fn a_state_file_from_before_undos_were_kept_still_loads() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.json");
+        let old = r#"{"format_version":1,"cluster":"lab","serial":3,
+            "resources":{"node01:file:/etc/hosts":{"kind":"file","fingerprint":"sha256:ab mode:644 owner:root:root"}},
+            "contents":{}}"#;
+        std::fs::write(&path, old).expect("writes");
+        let loaded = State::load(&path, "lab").expect("loads");
+        let record = &loaded.resources["node01:file:/etc/hosts"];
+        assert_eq!((record.undo.clone(), record.order), (None, 0));
     }
 }

@@ -31,6 +31,7 @@ pub(crate) fn apply_once(
             creates: Some(marker),
             unless: None,
             description: description.to_owned(),
+            undo: None,
         },
     )
 }

@@ -346,7 +346,11 @@ fn command(target: &Target, name: &str, argv: Vec<String>, guard: Guard, descrip
         Guard::Creates(path) => (Some(path), None),
         Guard::Unless(argv) => (None, Some(argv)),
     };
-    Resource::new(target.clone(), name, Desired::Command { argv, creates, unless, description: description.to_owned() })
+    Resource::new(
+        target.clone(),
+        name,
+        Desired::Command { argv, creates, unless, description: description.to_owned(), undo: None },
+    )
 }
 
 enum Guard {

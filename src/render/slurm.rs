@@ -235,6 +235,7 @@ fn fake_gpu_devices(host: &str, count: u32) -> Resource {
             creates: None,
             unless: Some(strings(["sh", "-c", exist, "sh", &last])),
             description: format!("create /dev/nvidia0-{last} for Slurm's GRES (fake_gpu_devices: no GPUs here)"),
+            undo: None,
         },
     )
 }
@@ -308,7 +309,20 @@ fn service(host: &str, name: &str, watches: Vec<ResourceId>) -> Resource {
 }
 
 fn command(host: &str, name: &str, argv: Vec<String>, unless: Vec<String>, description: String) -> Resource {
-    Resource::new(node(host), name, Desired::Command { argv, creates: None, unless: Some(unless), description })
+    Resource::new(
+        node(host),
+        name,
+        Desired::Command { argv, creates: None, unless: Some(unless), description, undo: None },
+    )
+}
+
+/// `resource` (a command) undone by `argv` once it leaves the blueprint; an empty
+/// `argv` says there is nothing to undo.
+fn undone_by(mut resource: Resource, argv: Vec<String>) -> Resource {
+    if let Desired::Command { undo, .. } = &mut resource.desired {
+        *undo = Some(argv);
+    }
+    resource
 }
 
 fn strings<const N: usize>(items: [&str; N]) -> Vec<String> {
@@ -529,7 +543,9 @@ fn accounting_commands(config: &SlurmConfig, out: &mut Vec<Resource>) {
         format!("register cluster `{cluster}` with slurmdbd before slurmctld starts"),
     )
     .after([ready.id.clone()]);
-    out.extend([ready, add_cluster]);
+    // A wait changes nothing; the cluster's record holds all its accounting and
+    // stays (no undo) when accounting leaves the blueprint.
+    out.extend([undone_by(ready, Vec::new()), add_cluster]);
     if config.qos.is_empty() {
         return;
     }
@@ -549,7 +565,7 @@ fn accounting_commands(config: &SlurmConfig, out: &mut Vec<Resource>) {
     )
     .after([service_id(host, "slurmctld")]);
     let mut previous = tres.id.clone();
-    out.push(tres);
+    out.push(undone_by(tres, Vec::new()));
 
     for qos in &config.qos {
         let name_where = format!("name={}", qos.name);
@@ -576,7 +592,9 @@ fn accounting_commands(config: &SlurmConfig, out: &mut Vec<Resource>) {
         )
         .after([add.id.clone()]);
         previous = modify.id.clone();
-        out.extend([add, modify]);
+        // Settings go with their QOS.
+        let add = undone_by(add, delete_accounting(&Accounting::Qos { qos: &qos.name }));
+        out.extend([add, undone_by(modify, Vec::new())]);
     }
 
     let mut account_ids = Vec::with_capacity(config.accounts.len());
@@ -616,13 +634,15 @@ fn accounting_commands(config: &SlurmConfig, out: &mut Vec<Resource>) {
         )
         .after([add.id.clone()]);
         account_ids.push((account.name.as_str(), modify.id.clone()));
-        out.extend([add, modify]);
+        let add = undone_by(add, delete_accounting(&Accounting::Account { account: &account.name, cluster }));
+        out.extend([add, undone_by(modify, Vec::new())]);
     }
 
     for user in &config.users {
         let Some((_, account_id)) = account_ids.iter().find(|(name, _)| *name == user.account) else { continue };
         let account_arg = format!("Account={}", user.account);
-        out.push(
+        let delete = delete_accounting(&Accounting::User { user: &user.name, account: &user.account, cluster });
+        out.push(undone_by(
             command(
                 host,
                 &format!("sacctmgr-user-{}-{}", user.account, user.name),
@@ -646,8 +666,79 @@ fn accounting_commands(config: &SlurmConfig, out: &mut Vec<Resource>) {
                 format!("add user `{}` to account `{}`", user.name, user.account),
             )
             .after([account_id.clone()]),
-        );
+            delete,
+        ));
     }
+}
+
+/// An accounting object that leaves `tenants:`.
+enum Accounting<'a> {
+    /// A user's association with an account.
+    User { user: &'a str, account: &'a str, cluster: &'a str },
+    /// An account's association with the cluster (and the account, once it has no
+    /// association left on any cluster).
+    Account { account: &'a str, cluster: &'a str },
+    /// A QOS (QOS are not per cluster).
+    Qos { qos: &'a str },
+}
+
+/// Deletes an accounting object unless jobs still run or wait under it: `squeue`
+/// lists them, and the script refuses (exit 3, naming the jobs) unless
+/// `TOOLKIT_FORCE=1`, which cancels them and waits up to a minute for them to end.
+/// Nothing to delete is success, so a rerun after a partial removal converges.
+const DELETE_ACCOUNTING: &str = r#"set -u
+kind=$1 name=$2 account=$3 cluster=$4
+case $kind in
+user)
+  what="user \`$name\` of account \`$account\`"
+  list_jobs() { squeue -h -A "$account" -u "$name" -o '%i (%u, %T)'; }
+  cancel_jobs() { scancel -A "$account" -u "$name"; }
+  show_object() { sacctmgr -n -P show assoc where cluster="$cluster" account="$account" user="$name" format=User; }
+  delete_object() { sacctmgr -i delete user where name="$name" account="$account" cluster="$cluster"; } ;;
+account)
+  what="account \`$name\`"
+  list_jobs() { squeue -h -A "$name" -o '%i (%u, %T)'; }
+  cancel_jobs() { scancel -A "$name"; }
+  show_object() { sacctmgr -n -P show account where name="$name" format=Account; }
+  # Only this cluster's association; the account itself once no cluster has it.
+  delete_object() {
+    here=$(sacctmgr -n -P show assoc where cluster="$cluster" account="$name" format=Account) || return 1
+    if [ -n "$here" ]; then sacctmgr -i delete account where name="$name" cluster="$cluster" || return 1; fi
+    anywhere=$(sacctmgr -n -P show assoc where account="$name" format=Cluster) || return 1
+    left=$(sacctmgr -n -P show account where name="$name" format=Account) || return 1
+    if [ -z "$anywhere" ] && [ -n "$left" ]; then sacctmgr -i delete account where name="$name"; fi
+  } ;;
+qos)
+  what="QOS \`$name\`"
+  list_jobs() { squeue -h -q "$name" -o '%i (%u, %T)'; }
+  cancel_jobs() { scancel -q "$name"; }
+  show_object() { sacctmgr -n -P show qos where name="$name" format=Name; }
+  delete_object() { sacctmgr -i delete qos where name="$name"; } ;;
+*) echo "unknown accounting object \`$kind\`" >&2; exit 1 ;;
+esac
+shown=$(show_object) || { echo "cannot read $what from slurmdbd" >&2; exit 1; }
+test -n "$shown" || exit 0
+listed=$(list_jobs) || { echo "cannot list the jobs of $what: is slurmctld up?" >&2; exit 1; }
+if [ -n "$listed" ]; then
+  listed=$(printf '%s\n' "$listed" | awk 'NR > 1 { printf ", " } { printf "%s", $0 }')
+  if [ "${TOOLKIT_FORCE:-}" != 1 ]; then
+    echo "refusing to delete $what: it has running or pending jobs: $listed; delete it once they end, or deploy with --force to cancel them" >&2
+    exit 3
+  fi
+  cancel_jobs
+  for attempt in $(seq 30); do test -z "$(list_jobs)" && break; sleep 2; done
+fi
+delete_object
+"#;
+
+/// The undo of an accounting object's `add` command ([`DELETE_ACCOUNTING`]).
+fn delete_accounting(object: &Accounting<'_>) -> Vec<String> {
+    let (kind, name, account, cluster) = match object {
+        Accounting::User { user, account, cluster } => ("user", *user, *account, *cluster),
+        Accounting::Account { account, cluster } => ("account", *account, "", *cluster),
+        Accounting::Qos { qos } => ("qos", *qos, "", ""),
+    };
+    strings(["sh", "-c", DELETE_ACCOUNTING, "toolkit-delete-accounting", kind, name, account, cluster])
 }
 
 /// `sacctmgr -i MODIFY… set K=V…`, skipped when `SHOW… format=K,…` prints `V|…`.
@@ -794,6 +885,107 @@ mod tests {
 
     /// Before deploy there is no slurm.conf: every guard must then say "not done"
     /// (and at once, without sacctmgr's DNS wait), whatever sacctmgr would print.
+    /// The undos the lab's accounting commands declare: users, then accounts, then
+    /// QOS in a removal (the reverse of the apply order); settings and waits have
+    /// nothing to undo; the cluster's record stays.
+    #[test]
+    fn accounting_commands_declare_their_undo() {
+        let undos: Vec<(String, Option<Vec<String>>)> = lab_resources()
+            .into_iter()
+            .filter_map(|resource| match resource.desired {
+                Desired::Command { undo, .. } if resource.id.as_str().starts_with("head:command:") => {
+                    Some((resource.id.0, undo))
+                }
+                _ => None,
+            })
+            .collect();
+        let tail = |id: &str| -> Option<Vec<String>> {
+            let (_, undo) = undos.iter().find(|(found, _)| found == id).unwrap_or_else(|| panic!("{id}: {undos:?}"));
+            undo.as_ref().map(|argv| argv.get(3..).unwrap_or_default().to_vec())
+        };
+        assert_eq!(
+            tail("head:command:sacctmgr-user-team-b-bob").expect("undo"),
+            ["toolkit-delete-accounting", "user", "bob", "team-b", "lab"]
+        );
+        assert_eq!(
+            tail("head:command:sacctmgr-account-team-b").expect("undo"),
+            ["toolkit-delete-accounting", "account", "team-b", "", "lab"]
+        );
+        assert_eq!(
+            tail("head:command:sacctmgr-qos-team-b").expect("undo"),
+            ["toolkit-delete-accounting", "qos", "team-b", "", ""]
+        );
+        for nothing in [
+            "sacctmgr-qos-team-b-settings",
+            "sacctmgr-account-team-b-settings",
+            "slurmdbd-ready",
+            "slurm-tres-registered",
+        ] {
+            assert_eq!(tail(&format!("head:command:{nothing}")), Some(Vec::new()), "{nothing}");
+        }
+        assert_eq!(tail("head:command:sacctmgr-cluster"), None);
+    }
+
+    /// [`DELETE_ACCOUNTING`] through a real `sh`, with `squeue`, `scancel` and
+    /// `sacctmgr` stubs that keep the jobs and the object in files.
+    #[test]
+    fn an_accounting_object_with_jobs_is_deleted_only_when_forced() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let stub = |name: &str, body: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, format!("#!/bin/sh\necho \"{name} $*\" >> \"$STUBS/log\"\n{body}")).expect("stub");
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+        };
+        stub("squeue", "cat \"$STUBS/jobs\" 2>/dev/null; exit 0\n");
+        stub("scancel", "rm -f \"$STUBS/jobs\"\n");
+        stub(
+            "sacctmgr",
+            "test -e \"$STUBS/down\" && exit 1\ncase $2 in delete) rm -f \"$STUBS/object\";; *) cat \"$STUBS/object\" 2>/dev/null;; esac\nexit 0\n",
+        );
+        let path = format!("{}:{}", dir.path().display(), std::env::var("PATH").unwrap_or_default());
+        let run = |object: &Accounting<'_>, force: bool| {
+            let argv = delete_accounting(object);
+            let mut command = std::process::Command::new(&argv[0]);
+            command.args(&argv[1..]).env("PATH", &path).env("STUBS", dir.path()).env_remove("TOOLKIT_FORCE");
+            if force {
+                command.env("TOOLKIT_FORCE", "1");
+            }
+            let output = command.output().expect("sh");
+            let log = std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
+            let _ = std::fs::remove_file(dir.path().join("log"));
+            (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned(), log)
+        };
+        let account = Accounting::Account { account: "team-b", cluster: "lab" };
+        std::fs::write(dir.path().join("object"), "team-b\n").expect("object");
+        std::fs::write(dir.path().join("jobs"), "41 (bob, RUNNING)\n42 (bob, PENDING)\n").expect("jobs");
+
+        let (code, stderr, log) = run(&account, false);
+        assert_eq!(code, Some(3), "{stderr}");
+        assert_eq!(
+            stderr.trim(),
+            "refusing to delete account `team-b`: it has running or pending jobs: 41 (bob, RUNNING), 42 (bob, PENDING); \
+             delete it once they end, or deploy with --force to cancel them"
+        );
+        assert!(!log.contains("delete") && !log.contains("scancel"), "{log}");
+
+        let (code, stderr, log) = run(&account, true);
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(log.contains("scancel -A team-b"), "{log}");
+        assert!(log.contains("sacctmgr -i delete account where name=team-b cluster=lab"), "{log}");
+        assert!(!dir.path().join("object").exists());
+
+        // Nothing left: success at once, no jobs asked for (a rerun converges).
+        let (code, _, log) = run(&Accounting::Qos { qos: "team-b" }, false);
+        assert_eq!(code, Some(0));
+        assert!(!log.contains("squeue"), "{log}");
+
+        // slurmdbd not answering is an error, never "nothing to delete".
+        std::fs::write(dir.path().join("down"), "").expect("down");
+        let (code, stderr, _) = run(&Accounting::User { user: "bob", account: "team-b", cluster: "lab" }, false);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains("cannot read user `bob` of account `team-b`"), "{stderr}");
+    }
+
     #[test]
     fn without_slurm_conf_every_accounting_guard_fails() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -458,6 +458,8 @@ fn bgp_verify(target: &Target, sessions: usize) -> Resource {
                 ["sh", "-c", &format!("{check} >/dev/null"), "toolkit-bgp-check", &count].map(str::to_owned).to_vec(),
             ),
             description: format!("wait until the switch's {sessions} BGP session(s) are Established"),
+            // A wait changes nothing on the switch.
+            undo: Some(Vec::new()),
         },
     )
 }

@@ -16,6 +16,18 @@ const CLUSTER: &str = "lab-it";
 /// inotify instances from one per-user limit (see `lab/README.md`).
 pub(crate) static ONE_LAB_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// The lab to itself ([`ONE_LAB_AT_A_TIME`]), or `None` when a prerequisite is
+/// missing (said on stderr; a failure instead under `TOOLKIT_REQUIRE_TOOLS`).
+pub(crate) fn lab_or_skip(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    let one_lab = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(reason) = missing_prerequisite() {
+        assert!(std::env::var_os("TOOLKIT_REQUIRE_TOOLS").is_none(), "{test} cannot run: {reason}");
+        eprintln!("skipped {test}: {reason}");
+        return None;
+    }
+    Some(one_lab)
+}
+
 pub(crate) fn toolkit(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_toolkit")).args(args).current_dir(dir).output().expect("toolkit runs")
 }
@@ -76,12 +88,7 @@ fn labelled(kind: &str) -> Vec<String> {
 
 #[test]
 fn lab_up_ssh_exec_status_down() {
-    let _one_lab = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(reason) = missing_prerequisite() {
-        assert!(std::env::var_os("TOOLKIT_REQUIRE_TOOLS").is_none(), "lab test cannot run: {reason}");
-        eprintln!("skipped lab test: {reason}");
-        return;
-    }
+    let Some(_one_lab) = lab_or_skip("lab test") else { return };
     let dir = tempfile::tempdir().expect("tempdir");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let original = std::fs::read_to_string(root.join("blueprints/lab.yaml")).expect("lab blueprint");

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use toolkit::model::Model;
 
-use super::lab::{ONE_LAB_AT_A_TIME, missing_prerequisite, text, toolkit};
+use super::lab::{lab_or_skip, text, toolkit};
 use super::redfish::toolkit_metal;
 
 const CLUSTER: &str = "lab-e2e";
@@ -35,7 +35,7 @@ const BLUEPRINT_EDITS: &[(&str, &str)] = &[
 /// (10.200 = `0a:c8`, 10.126 = `0a:7e`).
 const INVENTORY_EDITS: &[(&str, &str)] = &[("address: 10.10.0.", "address: 10.125.0."), (":0a:c8:", ":0a:7e:")];
 
-fn edited(original: &str, edits: &[(&str, &str)], what: &str) -> String {
+pub(crate) fn edited(original: &str, edits: &[(&str, &str)], what: &str) -> String {
     let mut text = original.to_owned();
     for (from, to) in edits {
         assert!(text.contains(from), "{what} no longer has `{from}`: update this test");
@@ -44,29 +44,67 @@ fn edited(original: &str, edits: &[(&str, &str)], what: &str) -> String {
     text
 }
 
-/// Removes the lab even when an assertion fails half way (unless asked to keep it).
-struct Teardown<'a>(&'a Path);
+/// Removes lab `.1` (its inputs in `.0`) even when an assertion fails half way
+/// (unless asked to keep it).
+pub(crate) struct Teardown<'a>(pub &'a Path, pub &'a str);
 
 impl Drop for Teardown<'_> {
     fn drop(&mut self) {
         if std::env::var_os("TOOLKIT_KEEP_LAB").is_some() {
-            eprintln!("TOOLKIT_KEEP_LAB: `toolkit lab down --cluster {CLUSTER}` removes the lab");
+            eprintln!("TOOLKIT_KEEP_LAB: `toolkit lab down --cluster {}` removes the lab", self.1);
             return;
         }
-        let _ = toolkit(self.0, &["lab", "down", "--cluster", CLUSTER]);
+        let _ = toolkit(self.0, &["lab", "down", "--cluster", self.1]);
     }
+}
+
+/// Writes the lab's blueprint and inventory with `edits` into `dir` (as `lab.yaml`
+/// and `inventory.yaml`), replaces any lab of that name by a fresh `lab up`, which
+/// must not warn (the inventory matches the lab), and returns the blueprint's model.
+pub(crate) fn fresh_lab(
+    dir: &Path,
+    cluster: &str,
+    blueprint_edits: &[(&str, &str)],
+    inventory_edits: &[(&str, &str)],
+) -> Model {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let blueprint = std::fs::read_to_string(root.join("blueprints/lab.yaml")).expect("lab blueprint");
+    let inventory = std::fs::read_to_string(root.join("inventories/lab.yaml")).expect("lab inventory");
+    std::fs::write(dir.join("lab.yaml"), edited(&blueprint, blueprint_edits, "blueprints/lab.yaml"))
+        .expect("write blueprint");
+    std::fs::write(dir.join("inventory.yaml"), edited(&inventory, inventory_edits, "inventories/lab.yaml"))
+        .expect("write inventory");
+    let model = model(dir);
+    let _ = toolkit(dir, &["lab", "down", "--cluster", cluster]);
+    let started = Instant::now();
+    let up = toolkit(dir, &["lab", "up", "lab.yaml", "-i", "inventory.yaml"]);
+    eprintln!("lab up took {:.0?}", started.elapsed());
+    assert_success(&up, "lab up");
+    let up_log = text(&up.stderr);
+    assert!(!up_log.contains("warning"), "the inventory must match the lab it deploys to:\n{up_log}");
+    model
 }
 
 /// `toolkit lab exec` in container `host`.
 fn exec(dir: &Path, host: &str, command: &[&str]) -> Output {
-    let mut args = vec!["lab", "exec", "--cluster", CLUSTER, host, "--"];
+    exec_in(dir, CLUSTER, host, command)
+}
+
+/// `toolkit lab exec` in container `host` of lab `cluster`.
+pub(crate) fn exec_in(dir: &Path, cluster: &str, host: &str, command: &[&str]) -> Output {
+    let mut args = vec!["lab", "exec", "--cluster", cluster, host, "--"];
     args.extend_from_slice(command);
     toolkit(dir, &args)
 }
 
 /// stdout of a command that must succeed in `host`.
 fn exec_ok(dir: &Path, host: &str, command: &[&str]) -> String {
-    let output = exec(dir, host, command);
+    exec_ok_in(dir, CLUSTER, host, command)
+}
+
+/// stdout of a command that must succeed in `host` of lab `cluster`.
+pub(crate) fn exec_ok_in(dir: &Path, cluster: &str, host: &str, command: &[&str]) -> String {
+    let output = exec_in(dir, cluster, host, command);
     assert!(
         output.status.success(),
         "`{}` on {host} failed ({:?}):\n{}{}",
@@ -80,7 +118,7 @@ fn exec_ok(dir: &Path, host: &str, command: &[&str]) -> String {
 
 /// Fails with `why` and the output unless the command exited 0; says plainly when
 /// the command does not exist in this build yet.
-fn assert_success(run: &Output, why: &str) {
+pub(crate) fn assert_success(run: &Output, why: &str) {
     let stderr = text(&run.stderr);
     assert!(
         !stderr.contains("unrecognized subcommand"),
@@ -95,39 +133,18 @@ fn assert_success(run: &Output, why: &str) {
     );
 }
 
-fn model(dir: &Path) -> Model {
+pub(crate) fn model(dir: &Path) -> Model {
     let loaded = toolkit::blueprint::load(&dir.join("lab.yaml")).expect("test blueprint loads");
     toolkit::model::expand(&loaded.blueprint).expect("test blueprint expands")
 }
 
 #[test]
 fn deploy_brings_the_lab_up_end_to_end() {
-    let _one_lab = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(reason) = missing_prerequisite() {
-        assert!(std::env::var_os("TOOLKIT_REQUIRE_TOOLS").is_none(), "lab e2e test cannot run: {reason}");
-        eprintln!("skipped lab e2e test: {reason}");
-        return;
-    }
+    let Some(_one_lab) = lab_or_skip("lab e2e test") else { return };
     let dir = tempfile::tempdir().expect("tempdir");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let blueprint = std::fs::read_to_string(root.join("blueprints/lab.yaml")).expect("lab blueprint");
-    let inventory = std::fs::read_to_string(root.join("inventories/lab.yaml")).expect("lab inventory");
-    std::fs::write(dir.path().join("lab.yaml"), edited(&blueprint, BLUEPRINT_EDITS, "blueprints/lab.yaml"))
-        .expect("write blueprint");
-    std::fs::write(dir.path().join("inventory.yaml"), edited(&inventory, INVENTORY_EDITS, "inventories/lab.yaml"))
-        .expect("write inventory");
-    let model = model(dir.path());
-    let _teardown = Teardown(dir.path());
-    let _ = toolkit(dir.path(), &["lab", "down", "--cluster", CLUSTER]);
-
-    let started = Instant::now();
-    let up = toolkit(dir.path(), &["lab", "up", "lab.yaml", "-i", "inventory.yaml"]);
-    eprintln!("lab up took {:.0?}", started.elapsed());
-    assert_success(&up, "lab up");
-    let up_log = text(&up.stderr);
-    assert!(!up_log.contains("warning"), "the inventory must match the lab it deploys to:\n{up_log}");
-
-    make_tenant_users(dir.path(), &model);
+    let _teardown = Teardown(dir.path(), CLUSTER);
+    let model = fresh_lab(dir.path(), CLUSTER, BLUEPRINT_EDITS, INVENTORY_EDITS);
+    make_tenant_users(dir.path(), CLUSTER, &model);
 
     // The first deploy loses a node half way (its container is killed, as a power
     // cut would): that node is reported failed, every other host finishes.
@@ -163,11 +180,11 @@ fn deploy_brings_the_lab_up_end_to_end() {
 /// The tenants' users, with the same UID on every host. On real clusters they come
 /// from the site's directory (LDAP, SSSD) before Slurm is installed: slurmctld maps
 /// association users to UIDs when it loads them.
-fn make_tenant_users(dir: &Path, model: &Model) {
+pub(crate) fn make_tenant_users(dir: &Path, cluster: &str, model: &Model) {
     for host in model.nodes.iter().map(|node| node.name.as_str()) {
         for (user, uid) in [("alice", "2001"), ("bob", "2002")] {
             let script = format!("id -u {user} >/dev/null 2>&1 || useradd --uid {uid} --create-home {user}");
-            exec_ok(dir, host, &["sh", "-c", &script]);
+            exec_ok_in(dir, cluster, host, &["sh", "-c", &script]);
         }
     }
 }

@@ -18,28 +18,32 @@ fn toolkit(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_toolkit")).args(args).current_dir(root()).output().expect("runs toolkit")
 }
 
-/// Records every resource of `blueprint` as applied, as a deploy would.
+/// Records every resource of `blueprint` as applied, as a deploy would (in the
+/// order it applies them).
 fn applied_state(blueprint_path: &Path, state_path: &Path) {
     let loaded = blueprint::load(blueprint_path).expect("loads");
     let compiled = compile(&loaded, None, &Renderer::embedded().expect("templates")).expect("compiles");
     let mut state = State::empty(&compiled.model.name);
-    for resource in &compiled.graph.resources {
-        state.record(resource);
+    for (rank, &index) in compiled.graph.order.iter().enumerate() {
+        state.record_at(&compiled.graph.resources[index], rank as u64 + 1);
     }
     state.save(state_path).expect("saves state");
 }
 
-/// `toolkit plan --offline --output json` of `blueprint` with `from` replaced by `to`,
-/// against a state recording the unedited blueprint as applied.
-fn offline_plan_after_edit(blueprint: &str, from: &str, to: &str) -> serde_json::Value {
+/// `toolkit plan --offline --output json` of `blueprint` with each `from` replaced
+/// by its `to`, against a state recording the unedited blueprint as applied.
+fn offline_plan_after_edit(blueprint: &str, edits: &[(&str, &str)]) -> serde_json::Value {
     let dir = tempfile::tempdir().expect("tempdir");
     let state = dir.path().join("state.json");
     let original = root().join("blueprints").join(blueprint);
     applied_state(&original, &state);
-    let text = std::fs::read_to_string(&original).expect("reads");
-    assert!(text.contains(from), "{blueprint} no longer has `{from}`: update this test");
+    let mut text = std::fs::read_to_string(&original).expect("reads");
+    for (from, to) in edits {
+        assert!(text.contains(from), "{blueprint} no longer has `{from}`: update this test");
+        text = text.replace(from, to);
+    }
     let edited_path = dir.path().join(blueprint);
-    std::fs::write(&edited_path, text.replace(from, to)).expect("writes");
+    std::fs::write(&edited_path, text).expect("writes");
     let output = toolkit(&[
         "plan",
         edited_path.to_str().expect("utf8"),
@@ -121,7 +125,7 @@ fn a_recorded_deploy_of_the_gpu_software_plans_no_changes() {
 
 #[test]
 fn a_new_driver_version_moves_the_pin_and_reinstalls_the_driver_with_fabric_manager() {
-    let plan = offline_plan_after_edit("h200-roce-64.yaml", "version: 570.124.06", "version: 570.133.20");
+    let plan = offline_plan_after_edit("h200-roce-64.yaml", &[("version: 570.124.06", "version: 570.133.20")]);
     let mut changed: Vec<String> = plan["changes"]
         .as_array()
         .expect("changes")
@@ -145,7 +149,7 @@ fn a_new_driver_version_moves_the_pin_and_reinstalls_the_driver_with_fabric_mana
 
 #[test]
 fn a_changed_partition_changes_only_slurm_config_and_restarts_its_daemons() {
-    let plan = offline_plan_after_edit("lab.yaml", "max_time: INFINITE", "max_time: 2-00:00:00");
+    let plan = offline_plan_after_edit("lab.yaml", &[("max_time: INFINITE", "max_time: 2-00:00:00")]);
     assert_only_slurm_config_changes(&plan);
     let diff = plan["changes"]
         .as_array()
@@ -154,6 +158,52 @@ fn a_changed_partition_changes_only_slurm_config_and_restarts_its_daemons() {
         .find_map(|c| c["diff"].as_str())
         .expect("a diff of slurm.conf");
     assert!(diff.contains("-PartitionName=gpu") && diff.contains("MaxTime=2-00:00:00"), "{diff}");
+}
+
+/// The lab without `topology` and without tenant `team-b`.
+pub(crate) const DROP_TOPOLOGY_AND_TEAM_B: &[(&str, &str)] = &[
+    ("    topology: tree\n", "    topology: none\n"),
+    ("  - { name: team-b, users: [bob], guaranteed_gpus: 8, borrow: true, fairshare: 50 }\n", ""),
+];
+
+#[test]
+fn dropping_topology_and_a_tenant_plans_their_removal_in_reverse_order() {
+    let plan = offline_plan_after_edit("lab.yaml", DROP_TOPOLOGY_AND_TEAM_B);
+    let removed: Vec<String> = plan["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .filter(|change| change["action"] == "remove")
+        .map(|change| {
+            format!("{} ({})", change["id"].as_str().unwrap_or_default(), change["reason"].as_str().unwrap_or_default())
+        })
+        .collect();
+    assert_eq!(
+        removed,
+        [
+            "head:command:sacctmgr-user-team-b-bob (no longer in the blueprint: run its undo)",
+            "head:command:sacctmgr-account-team-b-settings (no longer in the blueprint: nothing to undo)",
+            "head:command:sacctmgr-account-team-b (no longer in the blueprint: run its undo)",
+            "head:command:sacctmgr-qos-team-b-settings (no longer in the blueprint: nothing to undo)",
+            "head:command:sacctmgr-qos-team-b (no longer in the blueprint: run its undo)",
+            "node04:file:/etc/slurm/topology.conf (no longer in the blueprint: delete)",
+            "node03:file:/etc/slurm/topology.conf (no longer in the blueprint: delete)",
+            "node02:file:/etc/slurm/topology.conf (no longer in the blueprint: delete)",
+            "node01:file:/etc/slurm/topology.conf (no longer in the blueprint: delete)",
+            "head:file:/etc/slurm/topology.conf (no longer in the blueprint: delete)",
+        ],
+        "{plan}"
+    );
+    // slurm.conf drops the plugin, and that restarts the daemons that read topology.conf.
+    let change = |id: &str| {
+        plan["changes"].as_array().expect("changes").iter().find(|c| c["id"] == id).cloned().unwrap_or_default()
+    };
+    let conf = change("head:file:/etc/slurm/slurm.conf");
+    assert_eq!(conf["action"], "update", "{conf}");
+    assert!(conf["diff"].as_str().unwrap_or_default().contains("-TopologyPlugin=topology/tree"), "{conf}");
+    for daemon in ["head:service:slurmctld", "node01:service:slurmd"] {
+        assert_eq!(change(daemon)["reason"], "restart: `/etc/slurm/slurm.conf` changed", "{daemon}");
+    }
 }
 
 #[test]

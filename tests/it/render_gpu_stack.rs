@@ -80,7 +80,7 @@ fn describe(resource: &Resource, out: &mut String) {
                 watched.join(", ")
             );
         }
-        Desired::Command { argv, creates, unless, description } => {
+        Desired::Command { argv, creates, unless, description, .. } => {
             let _ = writeln!(out, "  command ({description})");
             let _ = writeln!(out, "    argv: {argv:?}");
             if let Some(creates) = creates {

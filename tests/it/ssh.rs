@@ -352,6 +352,7 @@ fn workload(hosts: &Hosts, count: usize) -> Vec<Resource> {
                     creates: Some(sums),
                     unless: None,
                     description: "hash the files".to_owned(),
+                    undo: None,
                 },
             )
             .after(files),
