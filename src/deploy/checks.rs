@@ -71,12 +71,15 @@ impl<C: Connector> NodeHooks for ClusterHooks<'_, C> {
     }
 }
 
-/// Per host: `Err` with the ids of the validators it failed (or could not be judged by).
+/// Per host: `Err` with the ids of the validators it failed, or that could not judge
+/// it (a check that cannot run on a node is no reason to give it work back): a node
+/// verdict of `failed`, or a failed or erroring subject that names the host (its node
+/// subject, or a pair or rail subject it is one end of).
 fn verdicts(hosts: &[String], outcome: &run::RunOutcome) -> BTreeMap<String, Result<(), String>> {
     hosts
         .iter()
         .map(|host| {
-            let failed: Vec<&str> = outcome
+            let mut failed: BTreeSet<&str> = outcome
                 .node_verdicts
                 .get(host)
                 .into_iter()
@@ -84,7 +87,20 @@ fn verdicts(hosts: &[String], outcome: &run::RunOutcome) -> BTreeMap<String, Res
                 .filter(|(_, verdict)| !matches!(verdict, Verdict::Passed | Verdict::Warning | Verdict::Skipped))
                 .map(|(id, _)| id.as_str())
                 .collect();
-            let verdict = if failed.is_empty() { Ok(()) } else { Err(failed.join(",")) };
+            for validator in &outcome.validators {
+                let names_host = |subject: &str| {
+                    subject
+                        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'))
+                        .any(|word| word == host)
+                };
+                if validator.subjects.iter().any(|subject| {
+                    matches!(subject.verdict, Verdict::Failed | Verdict::Error) && names_host(&subject.subject)
+                }) {
+                    failed.insert(validator.id.as_str());
+                }
+            }
+            let verdict =
+                if failed.is_empty() { Ok(()) } else { Err(failed.into_iter().collect::<Vec<_>>().join(",")) };
             (host.clone(), verdict)
         })
         .collect()
@@ -93,6 +109,7 @@ fn verdicts(hosts: &[String], outcome: &run::RunOutcome) -> BTreeMap<String, Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::validate::results::{Docs, Scope, SubjectResult, ValidatorResult};
 
     #[test]
     fn a_node_fails_with_the_ids_of_what_it_failed() {
@@ -105,10 +122,26 @@ mod tests {
             "node02".into(),
             [("mtu".to_owned(), Verdict::Failed), ("rail-links".to_owned(), Verdict::Error)].into_iter().collect(),
         );
-        let verdicts = verdicts(&["node01".into(), "node02".into(), "node03".into()], &outcome);
-        assert_eq!(verdicts["node01"], Ok(()));
-        assert_eq!(verdicts["node02"], Err("mtu,rail-links".to_owned()));
+        let first = verdicts(&["node01".into(), "node02".into(), "node03".into()], &outcome);
+        assert_eq!(first["node01"], Ok(()));
+        assert_eq!(first["node02"], Err("mtu,rail-links".to_owned()));
         // Nothing applied to it (no rails, no GPUs): nothing failed.
-        assert_eq!(verdicts["node03"], Ok(()));
+        assert_eq!(first["node03"], Ok(()));
+
+        // A node check that could not run (`ip` missing) names its node.
+        let subject = |name: &str, verdict| SubjectResult { verdict, ..SubjectResult::judged(name, Vec::new()) };
+        outcome.validators.push(ValidatorResult {
+            id: "rail-links".into(),
+            title: String::new(),
+            failure: String::new(),
+            docs: Docs { what: String::new(), why: String::new(), fix: String::new() },
+            scope: Scope::Node,
+            duration_seconds: None,
+            subjects: vec![subject("node01", Verdict::Passed), subject("node03", Verdict::Error)],
+        });
+        let second = verdicts(&["node01".into(), "node03".into(), "node3".into()], &outcome);
+        assert_eq!(second["node01"], Ok(()));
+        assert_eq!(second["node03"], Err("rail-links".to_owned()));
+        assert_eq!(second["node3"], Ok(()), "names are matched whole");
     }
 }
