@@ -9,6 +9,7 @@
 pub mod api;
 pub mod lock;
 pub mod observe;
+pub mod reboot;
 pub mod secrets;
 
 use std::collections::{BTreeMap, HashSet};
