@@ -47,6 +47,15 @@ pub(crate) fn missing_prerequisite() -> Option<String> {
     None
 }
 
+/// True (after saying why) when `test` cannot run here; fails instead under
+/// `TOOLKIT_REQUIRE_TOOLS` (CI).
+pub(crate) fn lab_unavailable(test: &str) -> bool {
+    let Some(reason) = missing_prerequisite() else { return false };
+    assert!(std::env::var_os("TOOLKIT_REQUIRE_TOOLS").is_none(), "{test} cannot run: {reason}");
+    eprintln!("skipped {test}: {reason}");
+    true
+}
+
 /// Removes the test lab even when an assertion fails half way.
 struct Teardown<'a>(&'a Path);
 
@@ -77,23 +86,18 @@ fn labelled(kind: &str) -> Vec<String> {
 #[test]
 fn lab_up_ssh_exec_status_down() {
     let _one_lab = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(reason) = missing_prerequisite() {
-        assert!(std::env::var_os("TOOLKIT_REQUIRE_TOOLS").is_none(), "lab test cannot run: {reason}");
-        eprintln!("skipped lab test: {reason}");
+    if lab_unavailable("lab test") {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let original = std::fs::read_to_string(root.join("blueprints/lab.yaml")).expect("lab blueprint");
-    let mut blueprint = original.clone();
-    for (from, to) in [
+    let edits = [
         ("  name: lab\n", "  name: lab-it\n"),
         ("subnet: 10.10.0.0/24", "subnet: 10.123.0.0/24"),
         ("rail_pool: 10.200.0.0/16", "rail_pool: 10.124.0.0/16"),
-    ] {
-        assert!(blueprint.contains(from), "blueprints/lab.yaml no longer has `{from}`: update this test");
-        blueprint = blueprint.replace(from, to);
-    }
+    ];
+    let blueprint = crate::lab_e2e::edited(&original, &edits, "blueprints/lab.yaml");
     std::fs::write(dir.path().join("lab.yaml"), blueprint).expect("write blueprint");
     let _teardown = Teardown(dir.path());
     let _ = toolkit(dir.path(), &["lab", "down", "--cluster", CLUSTER]);

@@ -35,7 +35,7 @@ const BLUEPRINT_EDITS: &[(&str, &str)] = &[
 /// (10.200 = `0a:c8`, 10.126 = `0a:7e`).
 const INVENTORY_EDITS: &[(&str, &str)] = &[("address: 10.10.0.", "address: 10.125.0."), (":0a:c8:", ":0a:7e:")];
 
-fn edited(original: &str, edits: &[(&str, &str)], what: &str) -> String {
+pub(crate) fn edited(original: &str, edits: &[(&str, &str)], what: &str) -> String {
     let mut text = original.to_owned();
     for (from, to) in edits {
         assert!(text.contains(from), "{what} no longer has `{from}`: update this test");
