@@ -14,7 +14,8 @@
 //! Everything above is pure and offline; `cli` wires the stages to commands. The
 //! network stages: [`deploy::api`] observes and applies API objects (BMCs through
 //! [`bmc`], cloud instances through [`cloud`]) before [`deploy`] observes and applies
-//! the hosts over SSH ([`transport`], [`apply`]).
+//! the hosts over SSH ([`transport`], [`apply`]); [`deploy::reboot`] reboots one host
+//! and waits until it is back (the rollout's reboot step).
 
 pub mod apply;
 pub mod blueprint;

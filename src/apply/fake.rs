@@ -148,11 +148,15 @@ impl FakeHost {
     }
 }
 
-/// Hands out fake hosts; hosts in `unreachable` refuse the connection.
+/// Hands out fake hosts, one cached per name as the SSH pool does; hosts in
+/// `unreachable` refuse the connection, and so do hosts in `down` while they are
+/// there (shared, so a responder can take a host down, as a reboot does).
 pub(crate) struct FakeConnector {
     pub(crate) script: Arc<Script>,
     pub(crate) unreachable: HashSet<String>,
+    pub(crate) down: Arc<Mutex<HashSet<String>>>,
     pub(crate) connects: Mutex<Vec<String>>,
+    pub(crate) forgotten: Mutex<Vec<String>>,
     hosts: Mutex<HashMap<String, Arc<FakeHost>>>,
 }
 
@@ -161,7 +165,9 @@ impl FakeConnector {
         Self {
             script: Arc::new(script),
             unreachable: HashSet::new(),
+            down: Arc::new(Mutex::new(HashSet::new())),
             connects: Mutex::new(Vec::new()),
+            forgotten: Mutex::new(Vec::new()),
             hosts: Mutex::new(HashMap::new()),
         }
     }
@@ -172,7 +178,7 @@ impl Connector for FakeConnector {
 
     async fn connect(&self, host: &str) -> Result<Arc<FakeHost>, Arc<TransportError>> {
         self.connects.lock().expect("connects").push(host.to_owned());
-        if self.unreachable.contains(host) {
+        if self.unreachable.contains(host) || self.down.lock().expect("down").contains(host) {
             return Err(Arc::new(TransportError::Connect {
                 host: host.to_owned(),
                 address: format!("{host}:22"),
@@ -184,5 +190,10 @@ impl Connector for FakeConnector {
             .entry(host.to_owned())
             .or_insert_with(|| Arc::new(FakeHost { name: host.to_owned(), script: Arc::clone(&self.script) }));
         Ok(Arc::clone(fake))
+    }
+
+    fn forget(&self, host: &str) {
+        self.forgotten.lock().expect("forgotten").push(host.to_owned());
+        self.hosts.lock().expect("hosts").remove(host);
     }
 }

@@ -18,6 +18,6 @@ pub mod session;
 pub use error::BmcError;
 pub use redfish::{
     BiosChange, BmcConfig, BootOverride, BootTarget, FirmwareMismatch, Nic, PowerState, Redfish, ResetType,
-    RetryPolicy, SystemInfo, bios_diff, firmware_check,
+    RetryPolicy, SystemInfo, bios_diff, firmware_check, power_cycle_type,
 };
 pub use session::{Credentials, Sensitive};

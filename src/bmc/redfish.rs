@@ -844,6 +844,23 @@ impl Redfish {
         self.post(&target, &json!({ "ResetType": reset_type.as_str() })).await
     }
 
+    /// Restarts a system that stopped answering, with the strongest reset it allows
+    /// (see [`power_cycle_type`]); returns the reset sent.
+    ///
+    /// # Errors
+    /// [`BmcError::Unsupported`] when the BMC allows no such reset, or see [`BmcError`].
+    pub async fn power_cycle(&self, system: &str) -> Result<ResetType, BmcError> {
+        let value = self.get(system).await?;
+        let power = string_at(&value, "/PowerState").as_deref().and_then(PowerState::parse);
+        let allowed = reset_types(&value);
+        let reset_type = power_cycle_type(&allowed, power).ok_or_else(|| BmcError::Unsupported {
+            host: self.config.host.clone(),
+            what: format!("no reset that restarts a hung system (allowed: {})", allowed.join(", ")),
+        })?;
+        self.reset(system, reset_type).await?;
+        Ok(reset_type)
+    }
+
     /// Polls until the system reports `state`; BMCs apply power changes with a delay.
     ///
     /// # Errors
@@ -930,6 +947,22 @@ fn boot_of(system: &Value) -> BootOverride {
         enabled: string_at(system, "/Boot/BootSourceOverrideEnabled"),
         mode: string_at(system, "/Boot/BootSourceOverrideMode"),
     }
+}
+
+/// The reset that restarts a hung system, given the types its BMC allows
+/// (`ResetType@Redfish.AllowableValues`; empty when it does not say) and its power
+/// state: `On` for a system that is off; else `PowerCycle` (off, then on: what a
+/// firmware or driver hang needs) when allowed, else `ForceRestart`; a BMC that lists
+/// neither has none.
+#[must_use]
+pub fn power_cycle_type(allowed: &[String], power: Option<PowerState>) -> Option<ResetType> {
+    let allows = |reset: ResetType| allowed.is_empty() || allowed.iter().any(|a| a == reset.as_str());
+    let preferred: &[ResetType] = if power == Some(PowerState::Off) {
+        &[ResetType::On, ResetType::ForceOn, ResetType::PowerCycle]
+    } else {
+        &[ResetType::PowerCycle, ResetType::ForceRestart]
+    };
+    preferred.iter().copied().find(|reset| allows(*reset))
 }
 
 fn reset_types(system: &Value) -> Vec<String> {

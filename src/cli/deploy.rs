@@ -120,6 +120,11 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         }
     };
     let site = crate::validate::subjects::Site::from_inventory(&inventory.inventory);
+    // A host that does not come back from a reboot is power-cycled through its BMC.
+    let bmcs = inventory.inventory.bmcs.keys().filter_map(|host| {
+        crate::bmc::redfish::BmcConfig::from_inventory(&inventory.inventory, host, Path::new(".")).ok()
+    });
+    let power_cycle = deploy::reboot::RedfishPowerCycle::new(bmcs);
     let runtime = live::runtime()?;
     runtime.block_on(async {
         let options = RunOptions::from(&args.apply);
@@ -129,7 +134,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             site: &site,
             connector: &pool,
             parallel: args.apply.ssh.parallel,
-            reboot: None,
+            reboot: deploy::reboot::RebootOptions::default(),
+            power_cycle: Some(&power_cycle),
         };
         let rollout = deploy::ops::Rollout {
             controller: &controller,

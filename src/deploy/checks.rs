@@ -19,7 +19,20 @@ use crate::validate::results::Verdict;
 use crate::validate::run::{self, Disposition, RunOptions};
 use crate::validate::subjects::Site;
 
+use super::reboot::{RebootOptions, RedfishPowerCycle, reboot_with_fallback};
 use super::rollout::NodeHooks;
+
+/// An error and its sources, on one line.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
 
 /// Validators a changed node must pass before it is resumed: each judges one node
 /// (or the node's rails), quickly, without the scheduler.
@@ -37,16 +50,24 @@ pub struct ClusterHooks<'a, C: Connector> {
     pub connector: &'a C,
     /// Subjects run at once.
     pub parallel: usize,
-    /// Reboots a host and waits for it; `None`: a reboot is refused with this reason.
-    pub reboot: Option<&'a (dyn Fn(String) -> futures::future::BoxFuture<'a, Result<(), String>> + Sync)>,
+    /// How long a reboot may take.
+    pub reboot: RebootOptions,
+    /// Power-cycles a host through its BMC when it does not come back by itself.
+    pub power_cycle: Option<&'a RedfishPowerCycle>,
 }
 
 impl<C: Connector> NodeHooks for ClusterHooks<'_, C> {
     async fn reboot(&self, host: &str) -> Result<(), String> {
-        match self.reboot {
-            Some(reboot) => reboot(host.to_owned()).await,
-            None => Err("this deploy cannot reboot hosts".to_owned()),
-        }
+        let report = reboot_with_fallback(self.connector, host, &self.reboot, self.power_cycle)
+            .await
+            .map_err(|error| error_chain(&error))?;
+        tracing::info!(
+            host,
+            seconds = report.settled_after.as_secs_f64(),
+            power_cycled = report.power_cycled,
+            "rebooted into a new boot"
+        );
+        Ok(())
     }
 
     async fn check(&self, hosts: &[String]) -> BTreeMap<String, Result<(), String>> {

@@ -12,6 +12,7 @@ pub mod checks;
 pub mod lock;
 pub mod observe;
 pub mod ops;
+pub mod reboot;
 pub mod rollout;
 pub mod scheduler;
 pub mod secrets;

@@ -8,6 +8,15 @@
 //! rest is created. On every container it starts, `up` removes the IPv4 addresses
 //! Docker put on rail and cable interfaces: those belong to deploy, and a rail that
 //! worked before deploy configured it would prove nothing.
+//!
+//! Reboots. A `systemctl reboot` inside a container ends its systemd (PID 1) with
+//! SIGHUP, exit status 129: the kernel's answer to `reboot(2)` in a PID namespace.
+//! Containers are created with `--restart=on-failure`, so Docker starts them again,
+//! with the same addresses and interface order. What `up` does after a start is done
+//! again at every boot by `toolkit-lab-boot.service` inside the container (see
+//! [`boot_installer`]), which also makes `systemctl poweroff` end the container with
+//! status 0, so a powered-off node stays off as on hardware. `docker stop`, `docker
+//! kill` and `lab down` are untouched: Docker never restarts a container stopped by hand.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Write as _};
@@ -136,11 +145,14 @@ pub fn up(docker: &Docker, layout: &Layout, paths: &Paths, progress: &dyn Fn(&st
                     ));
                 }
                 if info.state.running {
-                    // A `docker restart` outside toolkit mounts Docker's /etc/hosts
-                    // again, and deploy could not replace it; nothing else is touched.
-                    own_etc_hosts(docker, container)?;
+                    // Containers made before labs could reboot get the restart policy and
+                    // the boot unit; the unit's installer also unmounts Docker's /etc/hosts
+                    // (back after a `docker restart` outside toolkit). Nothing else is touched.
+                    ensure_restart_policy(docker, &info)?;
+                    prepare_boot(docker, layout, container, &info)?;
                     Outcome::Kept
                 } else {
+                    ensure_restart_policy(docker, &info)?;
                     docker.output(&["start", &container.name])?;
                     after_start(docker, layout, container, progress)?;
                     Outcome::Started
@@ -399,6 +411,10 @@ pub fn create_args(
         "--tmpfs=/run/lock".into(),
         "--env=container=docker".into(),
         "--stop-signal=SIGRTMIN+3".into(),
+        // `systemctl reboot` ends systemd with status 129 (SIGHUP): Docker starts the
+        // container again, as a machine boots again. Containers stopped or killed by
+        // hand are never restarted, and poweroff exits 0 (see `boot_installer`).
+        format!("--restart={RESTART_POLICY}"),
         // A fresh Linux box: IPv6 on (BGP unnumbered runs on link-local addresses),
         // forwarding off until deploy turns a switch into a router.
         "--sysctl=net.ipv6.conf.all.disable_ipv6=0".into(),
@@ -529,37 +545,16 @@ pub fn parse_ip_address(text: &str) -> BTreeMap<String, Vec<String>> {
     found
 }
 
+/// The restart policy every lab container has: see the module doc.
+const RESTART_POLICY: &str = "on-failure";
+
+/// Where the boot script goes inside a container.
+const BOOT_SCRIPT: &str = "/usr/local/sbin/toolkit-lab-boot";
+
 /// Makes a container just started look like a freshly installed machine: no
-/// addresses on its rail and cable interfaces, and a plain `/etc/hosts` file.
+/// addresses on its rail and cable interfaces, and a plain `/etc/hosts` file; and
+/// installs the unit that does the same at its every later boot.
 fn after_start(
-    docker: &Docker,
-    layout: &Layout,
-    container: &Container,
-    progress: &dyn Fn(&str),
-) -> Result<(), LabError> {
-    strip_fabric_addresses(docker, layout, container, progress)?;
-    own_etc_hosts(docker, container)
-}
-
-/// Docker bind-mounts its own `/etc/hosts` into every container, and a bind mount
-/// cannot be replaced by rename — which is how deploy writes every file (temp file,
-/// then `mv`), failing with "Device or resource busy". So the mount goes, and the
-/// file under it is what a Debian installer leaves, unless deploy already wrote one
-/// there (a container started again: Docker mounted its file over deploy's).
-fn own_etc_hosts(docker: &Docker, container: &Container) -> Result<(), LabError> {
-    let pristine = format!(
-        "127.0.0.1\tlocalhost\n{}\t{}\n\n::1\tlocalhost ip6-localhost ip6-loopback\nff02::1\tip6-allnodes\nff02::2\tip6-allrouters\n",
-        container.management, container.host
-    );
-    let script = "if mountpoint -q /etc/hosts; then umount /etc/hosts; fi; \
-                  if ! test -s /etc/hosts; then cat > /etc/hosts; fi";
-    docker.exec(&container.name, &["sh", "-c", script], Some(&pristine))?;
-    Ok(())
-}
-
-/// Removes Docker's IPv4 addresses from the rail and cable interfaces of a container
-/// just started, and checks that Docker named the interfaces as the layout says.
-fn strip_fabric_addresses(
     docker: &Docker,
     layout: &Layout,
     container: &Container,
@@ -568,6 +563,131 @@ fn strip_fabric_addresses(
     let Some(info) = docker.container(&container.name)? else {
         return Err(LabError::Conflict(format!("container `{}` vanished while starting", container.name)));
     };
+    strip_fabric_addresses(docker, layout, container, &info, progress)?;
+    prepare_boot(docker, layout, container, &info)
+}
+
+/// Sets the lab's restart policy on a container created before it had one.
+fn ensure_restart_policy(docker: &Docker, info: &ContainerInfo) -> Result<(), LabError> {
+    if info.host_config.restart_policy.name != RESTART_POLICY {
+        docker.output(&["update", &format!("--restart={RESTART_POLICY}"), info.short_name()])?;
+    }
+    Ok(())
+}
+
+/// Installs (when changed) the boot unit of [`boot_installer`] in a running
+/// container, and unmounts Docker's `/etc/hosts` now.
+fn prepare_boot(docker: &Docker, layout: &Layout, container: &Container, info: &ContainerInfo) -> Result<(), LabError> {
+    let fabric_macs: Vec<String> = container
+        .attachments
+        .iter()
+        .filter(|attachment| layout.networks[attachment.network].is_fabric())
+        .filter_map(|attachment| info.network_settings.networks.get(&layout.networks[attachment.network].name))
+        .map(|endpoint| endpoint.mac_address.to_ascii_lowercase())
+        .filter(|mac| !mac.is_empty())
+        .collect();
+    let installer = boot_installer(container, &fabric_macs);
+    docker.exec(&container.name, &["sh", "-s"], Some(&installer))?;
+    Ok(())
+}
+
+/// A shell script, run inside a container on its standard input, that installs what
+/// a container needs to boot again like a machine, and then fixes `/etc/hosts` now:
+///
+/// - `toolkit-lab-boot` and its unit (before networkd and deploy's interface naming),
+///   run at every boot. Docker redoes two things at every start that a machine does
+///   not: it bind-mounts its own `/etc/hosts`, which deploy cannot replace (deploy
+///   writes by rename: "Device or resource busy"), so the mount goes and the file
+///   under it stays (a Debian installer's, or deploy's); and it puts IPv4 addresses
+///   on rail and cable interfaces, which belong to deploy, so they go (found by MAC:
+///   deploy renames the interfaces).
+/// - a drop-in that makes `systemctl poweroff` end the container with status 0, which
+///   the restart policy leaves stopped (the kernel would end it with SIGINT, 130).
+///
+/// Files are replaced only when their content changed, and systemd reloaded only then,
+/// so a second `up` costs one `docker exec`. Every value in it comes from the layout
+/// (host names, addresses, MACs), inside quoted here-documents.
+#[must_use]
+pub fn boot_installer(container: &Container, fabric_macs: &[String]) -> String {
+    let hosts = format!(
+        "127.0.0.1\tlocalhost\n{}\t{}\n\n::1\tlocalhost ip6-localhost ip6-loopback\nff02::1\tip6-allnodes\nff02::2\tip6-allrouters\n",
+        container.management, container.host
+    );
+    let macs = fabric_macs.join(" ");
+    let script = format!(
+        r#"#!/bin/sh
+# Written by `toolkit lab up`: what it does after starting a container, done again at
+# every boot (a `systemctl reboot` restarts the container). See lab/README.md.
+if mountpoint -q /etc/hosts; then umount /etc/hosts; fi
+if ! test -s /etc/hosts; then cat /etc/toolkit-lab/hosts > /etc/hosts; fi
+fabric_macs="{macs}"
+for dev in /sys/class/net/*; do
+    mac=$(cat "$dev/address" 2>/dev/null) || continue
+    case " $fabric_macs " in
+        *" $mac "*) ip -4 address flush dev "${{dev##*/}}" ;;
+    esac
+done
+"#
+    );
+    let unit = format!(
+        "[Unit]\n\
+         Description=toolkit lab: undo what Docker does at every container start\n\
+         DefaultDependencies=no\n\
+         Before=sysinit.target network-pre.target systemd-networkd.service toolkit-link-names.service\n\
+         Wants=network-pre.target\n\n\
+         [Service]\n\
+         Type=oneshot\n\
+         RemainAfterExit=yes\n\
+         ExecStart={BOOT_SCRIPT}\n\n\
+         [Install]\n\
+         WantedBy=sysinit.target\n"
+    );
+    let poweroff = "[Unit]\nSuccessAction=exit-force\nSuccessActionExitStatus=0\n";
+    let mut installer = String::from(
+        "set -e\n\
+         changed=\n\
+         put() {\n    \
+             tmp=\"$1.toolkit-new\"\n    \
+             cat > \"$tmp\"\n    \
+             chmod \"$2\" \"$tmp\"\n    \
+             if cmp -s \"$tmp\" \"$1\"; then rm -f \"$tmp\"; else mv \"$tmp\" \"$1\"; changed=1; fi\n\
+         }\n\
+         mkdir -p /etc/toolkit-lab /usr/local/sbin /etc/systemd/system/systemd-poweroff.service.d\n",
+    );
+    for (path, mode, content) in [
+        ("/etc/toolkit-lab/hosts", "0644", hosts.as_str()),
+        (BOOT_SCRIPT, "0755", script.as_str()),
+        ("/etc/systemd/system/toolkit-lab-boot.service", "0644", unit.as_str()),
+        ("/etc/systemd/system/systemd-poweroff.service.d/toolkit-lab.conf", "0644", poweroff),
+    ] {
+        let _ = write!(installer, "put {path} {mode} <<'TOOLKIT_LAB_EOF'\n{content}TOOLKIT_LAB_EOF\n");
+    }
+    // `systemctl enable` is this link; made by hand, it needs no running systemd. Right
+    // after `docker start`, systemd may not listen yet ("Failed to connect to bus"):
+    // the reload waits for its socket.
+    installer.push_str(
+        "mkdir -p /etc/systemd/system/sysinit.target.wants\n\
+         ln -sf ../toolkit-lab-boot.service /etc/systemd/system/sysinit.target.wants/toolkit-lab-boot.service\n\
+         if [ -n \"$changed\" ]; then\n    \
+             tries=0\n    \
+             while ! [ -S /run/systemd/private ] && [ \"$tries\" -lt 100 ]; do sleep 0.1; tries=$((tries + 1)); done\n    \
+             systemctl daemon-reload < /dev/null\n\
+         fi\n\
+         if mountpoint -q /etc/hosts; then umount /etc/hosts; fi\n\
+         if ! test -s /etc/hosts; then cat /etc/toolkit-lab/hosts > /etc/hosts; fi\n",
+    );
+    installer
+}
+
+/// Removes Docker's IPv4 addresses from the rail and cable interfaces of a container
+/// just started, and checks that Docker named the interfaces as the layout says.
+fn strip_fabric_addresses(
+    docker: &Docker,
+    layout: &Layout,
+    container: &Container,
+    info: &ContainerInfo,
+    progress: &dyn Fn(&str),
+) -> Result<(), LabError> {
     let by_mac = interfaces_by_mac(docker, &container.name)?;
     let mut batch = String::new();
     for attachment in &container.attachments {
@@ -872,6 +992,36 @@ mod tests {
         assert!(status.success());
         let text = std::fs::read_to_string(extracted.join(".ssh/authorized_keys")).expect("extracted");
         assert_eq!(text, "ssh-ed25519 AAAA test\n");
+    }
+
+    #[test]
+    fn boot_installer_is_valid_shell_and_flushes_only_fabric_interfaces() {
+        let layout = lab_layout();
+        let node = layout.containers.iter().find(|c| c.host == "node01").expect("node01");
+        let macs = ["02:42:0a:c8:00:02".to_owned(), "02:42:0a:c8:00:22".to_owned()];
+        let installer = boot_installer(node, &macs);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("installer.sh");
+        std::fs::write(&path, &installer).expect("write");
+        let check = Command::new("sh").arg("-n").arg(&path).output().expect("sh runs");
+        assert!(check.status.success(), "{}\n{installer}", String::from_utf8_lossy(&check.stderr));
+        assert!(installer.contains("fabric_macs=\"02:42:0a:c8:00:02 02:42:0a:c8:00:22\""), "{installer}");
+        assert!(installer.contains("10.10.0.11\tnode01\n"), "{installer}");
+        assert!(installer.contains("Before=sysinit.target network-pre.target systemd-networkd.service"));
+        assert!(installer.contains("SuccessAction=exit-force\nSuccessActionExitStatus=0\n"));
+        // Every here-document is closed, so the shell never swallows the rest.
+        assert_eq!(installer.matches("<<'TOOLKIT_LAB_EOF'").count(), installer.matches("\nTOOLKIT_LAB_EOF\n").count());
+    }
+
+    #[test]
+    fn containers_restart_when_their_systemd_reboots() {
+        let layout = lab_layout();
+        let args = create_args(&layout, &layout.containers[0], 0, "toolkit-lab:test", "1");
+        assert!(args.contains(&"--restart=on-failure".to_owned()), "{args:?}");
+    }
+
+    fn lab_layout() -> Layout {
+        crate::lab::layout::tests::lab(false).expect("plans")
     }
 
     #[test]

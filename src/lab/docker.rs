@@ -139,6 +139,31 @@ pub struct ContainerInfo {
     pub config: ContainerConfig,
     /// Networks.
     pub network_settings: NetworkSettings,
+    /// Times Docker restarted it by its restart policy (a `systemctl reboot` inside)
+    /// since it was last started by hand.
+    #[serde(default)]
+    pub restart_count: u64,
+    /// Host-side settings (restart policy).
+    #[serde(default)]
+    pub host_config: HostConfig,
+}
+
+/// Host-side settings of a container (the fields the lab reads).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct HostConfig {
+    /// What Docker does when the container's main process exits.
+    #[serde(default)]
+    pub restart_policy: RestartPolicy,
+}
+
+/// `--restart` of a container.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct RestartPolicy {
+    /// `no`, `on-failure`, `always`, `unless-stopped` (empty means `no`).
+    #[serde(default)]
+    pub name: String,
 }
 
 /// Run state.
@@ -149,6 +174,9 @@ pub struct ContainerState {
     pub status: String,
     /// Running now.
     pub running: bool,
+    /// When its main process last started (RFC 3339).
+    #[serde(default)]
+    pub started_at: String,
 }
 
 /// Configuration.

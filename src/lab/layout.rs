@@ -585,11 +585,12 @@ fn digits(value: usize) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::path::Path;
 
-    fn lab(inventory: bool) -> Result<Layout, LabError> {
+    /// The layout of `blueprints/lab.yaml`, with or without its inventory.
+    pub(crate) fn lab(inventory: bool) -> Result<Layout, LabError> {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let blueprint = crate::blueprint::load(&root.join("blueprints/lab.yaml")).expect("lab blueprint loads");
         let model = crate::model::expand(&blueprint.blueprint).expect("lab blueprint expands");

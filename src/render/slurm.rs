@@ -222,11 +222,22 @@ fn fake_gpus<'a>(model: &'a Model, inventory: Option<&Inventory>) -> HashMap<&'a
 /// The NVIDIA driver's character devices `/dev/nvidia0…` (major 195, minor = index,
 /// mode 0666 as the driver makes them) on a node without GPUs, so that gres.conf's
 /// `File=` entries exist: slurmd gives up on a missing one after 20 s. Real device
-/// nodes, not empty files, so `ConstrainDevices` can allow and deny them.
+/// nodes, not empty files, so `ConstrainDevices` can allow and deny them. `/dev` is
+/// a tmpfs, emptied by every boot (and a lab container's restart), so they are
+/// written as a tmpfiles.d entry, which `systemd-tmpfiles-setup-dev.service` makes
+/// again early at every boot, before slurmd; the command makes them now from it.
 fn fake_gpu_devices(host: &str, count: u32) -> Resource {
     let last = count.saturating_sub(1).to_string();
-    let create = r#"for i in $(seq 0 "$1"); do test -c /dev/nvidia$i || mknod -m 0666 /dev/nvidia$i c 195 $i; done"#;
-    let exist = r#"for i in $(seq 0 "$1"); do test -c /dev/nvidia$i || exit 1; done"#;
+    let create = r##"set -e
+conf=/etc/tmpfiles.d/toolkit-fake-gpus.conf
+{
+    echo "# toolkit: fake GPU devices for Slurm's GRES (inventory: fake_gpu_devices), made at every boot"
+    for i in $(seq 0 "$1"); do echo "c /dev/nvidia$i 0666 root root - 195:$i"; done
+} > "$conf.toolkit-new"
+mv "$conf.toolkit-new" "$conf"
+systemd-tmpfiles --create "$conf""##;
+    let exist = r#"for i in $(seq 0 "$1"); do test -c /dev/nvidia$i || exit 1; done
+grep -qx "c /dev/nvidia$1 0666 root root - 195:$1" /etc/tmpfiles.d/toolkit-fake-gpus.conf"#;
     Resource::new(
         node(host),
         "fake-gpu-devices",
@@ -234,7 +245,9 @@ fn fake_gpu_devices(host: &str, count: u32) -> Resource {
             argv: strings(["sh", "-c", create, "sh", &last]),
             creates: None,
             unless: Some(strings(["sh", "-c", exist, "sh", &last])),
-            description: format!("create /dev/nvidia0-{last} for Slurm's GRES (fake_gpu_devices: no GPUs here)"),
+            description: format!(
+                "create /dev/nvidia0-{last} for Slurm's GRES, and at every boot (fake_gpu_devices: no GPUs here)"
+            ),
             undo: None,
         },
     )
@@ -874,7 +887,8 @@ mod tests {
         assert_eq!(devices.iter().map(|r| r.target.name.as_str()).collect::<Vec<_>>(), ["node02"]);
         let Desired::Command { argv, unless, creates, .. } = &devices[0].desired else { panic!("{:?}", devices[0]) };
         assert_eq!(argv[..2], ["sh", "-c"]);
-        assert!(argv[2].contains("mknod -m 0666 /dev/nvidia$i c 195 $i"), "{argv:?}");
+        assert!(argv[2].contains(r#"echo "c /dev/nvidia$i 0666 root root - 195:$i""#), "{argv:?}");
+        assert!(argv[2].contains("systemd-tmpfiles --create"), "made now, and at every boot: {argv:?}");
         assert_eq!(argv[3..], ["sh", "3"], "four GPUs: /dev/nvidia0 to /dev/nvidia3");
         assert_eq!(unless.as_ref().map(|guard| guard[3..].to_vec()), Some(strings(["sh", "3"])));
         assert!(creates.is_none());

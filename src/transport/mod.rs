@@ -33,6 +33,15 @@ pub trait Connector: Sync {
         &self,
         host: &str,
     ) -> impl Future<Output = Result<std::sync::Arc<Self::Executor>, std::sync::Arc<TransportError>>> + Send;
+
+    /// Drops what is cached for `host` — its connection, or the failure of its last
+    /// attempt — so the next [`Connector::connect`] dials it again. A reboot needs
+    /// this: the old connection dies with the old boot, and a host that refused while
+    /// down must be tried again. Executors already handed out keep working (or
+    /// failing) as before. Connectors that cache nothing have nothing to drop.
+    fn forget(&self, host: &str) {
+        let _ = host;
+    }
 }
 
 /// Everything that can go wrong between this program and a remote host.

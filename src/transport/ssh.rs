@@ -582,6 +582,19 @@ impl SshPool {
             .await
     }
 
+    /// Drops the cached connection (or remembered failure) of `host`, so the next
+    /// [`SshPool::session`] connects again. A bastion's connection is kept: only the
+    /// host's own hop is dialled again. Sessions handed out before keep the old
+    /// connection, which closes when the last of them is dropped.
+    pub fn forget(&self, host: &str) {
+        if let Some(target) = self.targets.get(host) {
+            let removed = self.lock().remove(&target.connection_key());
+            if removed.is_some() {
+                tracing::debug!(host, "forgot the connection");
+            }
+        }
+    }
+
     /// Disconnects every connection made so far.
     pub async fn close_all(&self) {
         let cells: Vec<_> = self.lock().values().cloned().collect();
@@ -628,6 +641,10 @@ impl super::Connector for SshPool {
     async fn connect(&self, host: &str) -> Result<Arc<SshSession>, Arc<TransportError>> {
         self.session(host).await
     }
+
+    fn forget(&self, host: &str) {
+        SshPool::forget(self, host);
+    }
 }
 
 #[cfg(test)]
@@ -655,6 +672,21 @@ mod tests {
         let wrapped = root.wrap_argv(&argv);
         assert_eq!(wrapped, ["sudo", "-n", "--", "printf", "%s", "a'b $(x)"]);
         assert_eq!(quote::command_line(&wrapped).expect("line"), r"sudo -n -- printf %s 'a'\''b $(x)'");
+    }
+
+    #[tokio::test]
+    async fn forget_drops_a_remembered_failure_so_the_host_is_dialled_again() {
+        // Port 1 on the loopback: refused at once, nothing is listening.
+        let unreachable = SshTarget { address: "127.0.0.1".to_owned(), port: 1, ..target() };
+        let pool = SshPool::new([unreachable], SshOptions::default());
+        assert!(pool.session("node01").await.is_err());
+        assert_eq!(pool.lock().len(), 1, "the failure is remembered");
+        pool.forget("node02");
+        assert_eq!(pool.lock().len(), 1, "an unknown name forgets nothing");
+        crate::transport::Connector::forget(&pool, "node01");
+        assert!(pool.lock().is_empty(), "forgotten: the next session dials again");
+        assert!(pool.session("node01").await.is_err());
+        assert_eq!(pool.lock().len(), 1);
     }
 
     #[test]

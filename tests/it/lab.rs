@@ -92,15 +92,12 @@ fn lab_up_ssh_exec_status_down() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let original = std::fs::read_to_string(root.join("blueprints/lab.yaml")).expect("lab blueprint");
-    let mut blueprint = original.clone();
-    for (from, to) in [
+    let edits = [
         ("  name: lab\n", "  name: lab-it\n"),
         ("subnet: 10.10.0.0/24", "subnet: 10.123.0.0/24"),
         ("rail_pool: 10.200.0.0/16", "rail_pool: 10.124.0.0/16"),
-    ] {
-        assert!(blueprint.contains(from), "blueprints/lab.yaml no longer has `{from}`: update this test");
-        blueprint = blueprint.replace(from, to);
-    }
+    ];
+    let blueprint = crate::lab_e2e::edited(&original, &edits, "blueprints/lab.yaml");
     std::fs::write(dir.path().join("lab.yaml"), blueprint).expect("write blueprint");
     let _teardown = Teardown(dir.path());
     let _ = toolkit(dir.path(), &["lab", "down", "--cluster", CLUSTER]);

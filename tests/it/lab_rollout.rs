@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use super::lab::{ONE_LAB_AT_A_TIME, missing_prerequisite, text, toolkit};
+use super::lab::{lab_or_skip, text, toolkit};
 
 const CLUSTER: &str = "lab-roll";
 const BLUEPRINT_EDITS: &[(&str, &str)] = &[
@@ -185,12 +185,7 @@ fn assert_one_at_a_time(events: &[(String, String, String, String)], nodes: &[&s
 
 #[test]
 fn a_rolling_change_drains_one_node_at_a_time_and_loses_no_job() {
-    let _one_lab = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(reason) = missing_prerequisite() {
-        assert!(std::env::var_os("TOOLKIT_REQUIRE_TOOLS").is_none(), "lab rollout test cannot run: {reason}");
-        eprintln!("skipped lab rollout test: {reason}");
-        return;
-    }
+    let Some(_one_lab) = lab_or_skip("lab rollout test") else { return };
     let dir = tempfile::tempdir().expect("tempdir");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let edit = |file: &str, edits: &[(&str, &str)]| {

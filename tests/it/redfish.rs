@@ -475,14 +475,20 @@ fn shown(output: &std::process::Output) -> String {
     format!("{}\n{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
 }
 
+/// A client of the emulator and its system, powered off (and observed off).
+async fn powered_off(server: &Server) -> (Redfish, String) {
+    let client = Redfish::connect(config(server, PASSWORD)).await.expect("connects");
+    let system = client.system().await.expect("one system");
+    client.reset(&system, ResetType::ForceOff).await.expect("powers off");
+    client.wait_for_power(&system, PowerState::Off, Duration::from_secs(40)).await.expect("observed off");
+    (client, system)
+}
+
 #[tokio::test]
 async fn hardware_profile_plans_applies_and_converges_through_the_emulator() {
     let Some(server) = emulator(None) else { return };
     // The node is off: it is to be provisioned (power on after a one-time PXE boot).
-    let client = Redfish::connect(config(&server, PASSWORD)).await.expect("connects");
-    let system = client.system().await.expect("one system");
-    client.reset(&system, ResetType::ForceOff).await.expect("powers off");
-    client.wait_for_power(&system, PowerState::Off, Duration::from_secs(40)).await.expect("observed off");
+    let (client, system) = powered_off(&server).await;
 
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("bp.yaml"), METAL_BLUEPRINT).expect("blueprint");
@@ -560,4 +566,24 @@ state_file: state.json
             assert_eq!(change["action"], "no-op", "{change}");
         }
     }
+}
+
+/// The reboot fallback (`deploy::reboot::RedfishPowerCycle`) against the emulator: a
+/// node found off is turned on; a node that is on gets the strongest reset sushy
+/// allows (it lists no `PowerCycle`: `ForceRestart`); a host without a BMC is refused.
+#[tokio::test]
+async fn the_reboot_fallback_power_cycles_through_the_bmc() {
+    use toolkit::deploy::reboot::{PowerCycle, RedfishPowerCycle};
+    let Some(server) = emulator(None) else { return };
+    let (client, system) = powered_off(&server).await;
+
+    let fallback = RedfishPowerCycle::new([config(&server, PASSWORD)]);
+    fallback.power_cycle("node01").await.expect("turns the node on");
+    client.wait_for_power(&system, PowerState::On, Duration::from_secs(40)).await.expect("observed on");
+    fallback.power_cycle("node01").await.expect("force-restarts the running node");
+    // The fake driver goes off and on again, a few seconds apart.
+    client.wait_for_power(&system, PowerState::On, Duration::from_secs(40)).await.expect("on again");
+
+    let error = fallback.power_cycle("node02").await.expect_err("no BMC");
+    assert_eq!(error.to_string(), "`node02` has no BMC in the inventory (`bmcs:`), so it cannot be power-cycled");
 }

@@ -257,3 +257,42 @@ fn endpoints_must_be_http_urls() {
     let error = BmcConfig::new("node01", "10.0.0.1", credentials).expect_err("no scheme");
     assert_eq!(error.to_string(), "BMC `node01`: endpoint `10.0.0.1` is not an http(s) URL");
 }
+
+#[test]
+fn a_hung_system_is_power_cycled_with_the_strongest_reset_its_bmc_allows() {
+    let allowed = |types: &[&str]| types.iter().map(|t| (*t).to_owned()).collect::<Vec<_>>();
+    let on = Some(PowerState::On);
+    assert_eq!(power_cycle_type(&allowed(&[]), on), Some(ResetType::PowerCycle), "unlisted: the standard one");
+    assert_eq!(
+        power_cycle_type(&allowed(&["On", "ForceOff", "ForceRestart", "PowerCycle"]), on),
+        Some(ResetType::PowerCycle)
+    );
+    // sushy-emulator's list: no PowerCycle.
+    let sushy = allowed(&["On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "Nmi", "ForceOn"]);
+    assert_eq!(power_cycle_type(&sushy, on), Some(ResetType::ForceRestart));
+    assert_eq!(power_cycle_type(&sushy, Some(PowerState::Off)), Some(ResetType::On), "off: turned on");
+    assert_eq!(power_cycle_type(&allowed(&["GracefulRestart", "Nmi"]), None), None);
+}
+
+#[tokio::test]
+async fn power_cycle_sends_force_restart_where_power_cycle_is_not_allowed() {
+    let root = r#"{"Systems":{"@odata.id":"/redfish/v1/Systems"}}"#;
+    let system = r##"{"Id":"1","PowerState":"On","Actions":{"#ComputerSystem.Reset":{
+      "target":"/redfish/v1/Systems/1/Actions/ComputerSystem.Reset",
+      "ResetType@Redfish.AllowableValues":["On","ForceOff","ForceRestart"]}}}"##;
+    let (base, seen, server) = serve(vec![
+        (200, vec![], root.into()),
+        (200, vec![], r#"{"Members":[]}"#.into()),
+        (200, vec![], system.into()),
+        (200, vec![], system.into()),
+        (204, vec![], String::new()),
+    ]);
+    let client = Redfish::connect(config(&base)).await.expect("connects");
+    let sent = client.power_cycle("/redfish/v1/Systems/1").await.expect("resets");
+    server.join().expect("server");
+    assert_eq!(sent, ResetType::ForceRestart);
+    let seen = seen.lock().expect("lock");
+    let post = seen.iter().find(|request| request.method == "POST").expect("a POST");
+    assert_eq!(post.path, "/redfish/v1/Systems/1/Actions/ComputerSystem.Reset");
+    assert_eq!(serde_json::from_str::<Value>(&post.body).expect("JSON"), json!({"ResetType": "ForceRestart"}));
+}
