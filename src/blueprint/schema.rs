@@ -146,6 +146,11 @@ pub struct NodeGroup {
     /// This group's software stack, replacing the top-level `software` as a whole.
     #[serde(default)]
     pub software: Option<Software>,
+    /// Kernel module parameters, by module (`nvidia: "NVreg_EnableGpuFirmware=0"`):
+    /// written to `/etc/modprobe.d/`, read only when the module loads, so a change
+    /// reboots the node (through the rolling rollout on a running cluster).
+    #[serde(default)]
+    pub module_options: std::collections::BTreeMap<String, String>,
 }
 
 const fn default_start_index() -> u32 {

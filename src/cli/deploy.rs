@@ -134,6 +134,13 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             site: &site,
             connector: &pool,
             parallel: args.apply.ssh.parallel,
+            fake_gpus: inventory
+                .inventory
+                .hosts
+                .iter()
+                .filter(|(_, host)| host.fake_gpu_devices)
+                .map(|(name, _)| name.clone())
+                .collect(),
             reboot: deploy::reboot::RebootOptions::default(),
             power_cycle: Some(&power_cycle),
         };

@@ -38,6 +38,10 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 /// (or the node's rails), quickly, without the scheduler.
 pub const POST_CHANGE_VALIDATORS: &[&str] = &["rail-links", "mtu", "gpu-inventory", "gpu-health"];
 
+/// Of those, the ones that read real GPUs: not run on nodes whose GPUs are device
+/// files only (the inventory's `fake_gpu_devices`, as in the lab).
+const GPU_VALIDATORS: &[&str] = &["gpu-inventory", "gpu-health"];
+
 /// Checks and reboots through the cluster's own validators and SSH.
 pub struct ClusterHooks<'a, C: Connector> {
     /// The expanded cluster.
@@ -50,6 +54,8 @@ pub struct ClusterHooks<'a, C: Connector> {
     pub connector: &'a C,
     /// Subjects run at once.
     pub parallel: usize,
+    /// Nodes whose GPUs are device files only: their GPU checks are not run.
+    pub fake_gpus: BTreeSet<String>,
     /// How long a reboot may take.
     pub reboot: RebootOptions,
     /// Power-cycles a host through its BMC when it does not come back by itself.
@@ -71,9 +77,25 @@ impl<C: Connector> NodeHooks for ClusterHooks<'_, C> {
     }
 
     async fn check(&self, hosts: &[String]) -> BTreeMap<String, Result<(), String>> {
+        let (fake, real): (Vec<String>, Vec<String>) =
+            hosts.iter().cloned().partition(|host| self.fake_gpus.contains(host));
+        let mut verdicts = BTreeMap::new();
+        for (group, gpus) in [(real, true), (fake, false)] {
+            if !group.is_empty() {
+                verdicts.extend(self.check_group(&group, gpus).await);
+            }
+        }
+        verdicts
+    }
+}
+
+impl<C: Connector> ClusterHooks<'_, C> {
+    /// The post-change validators on `hosts`, the GPU ones only with `gpus`.
+    async fn check_group(&self, hosts: &[String], gpus: bool) -> BTreeMap<String, Result<(), String>> {
         let nodes: BTreeSet<String> = hosts.iter().cloned().collect();
+        let only = POST_CHANGE_VALIDATORS.iter().filter(|id| gpus || !GPU_VALIDATORS.contains(id));
         let options = RunOptions {
-            only: Some(POST_CHANGE_VALIDATORS.iter().map(|id| (*id).to_owned()).collect()),
+            only: Some(only.map(|id| (*id).to_owned()).collect()),
             nodes: Some(nodes),
             parallel: self.parallel.max(1),
             ..RunOptions::default()

@@ -159,6 +159,7 @@ pub fn expand(blueprint: &Blueprint) -> Result<Model, ExpandError> {
             software: gpu_model
                 .and(spec.software.as_ref().or(blueprint.software.as_ref()))
                 .map(|software| software::resolve(software, gpu_model)),
+            module_options: spec.module_options.clone(),
         });
     }
 

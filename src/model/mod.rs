@@ -68,6 +68,8 @@ pub struct Group {
     pub local_nvme: u32,
     /// The software stack of a GPU group (its own `software`, else the blueprint's).
     pub software: Option<software::Stack>,
+    /// Kernel module parameters, by module.
+    pub module_options: std::collections::BTreeMap<String, String>,
 }
 
 impl Group {

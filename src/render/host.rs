@@ -17,6 +17,7 @@
 //! route before hosts address their rails), mounts after the NFS server's service.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::net::IpAddr;
 
 use ipnet::Ipv4Net;
@@ -77,6 +78,9 @@ pub fn render(
     let rails = RailRenderer::new(model, inventory, renderer, &namer)?;
     let mounts = MountUnits::new(model, renderer)?;
     let exports = Exports::new(model, renderer)?;
+    // One modprobe.d file per group, shared by its nodes.
+    let modprobe: Vec<Option<Content>> =
+        model.groups.iter().map(|group| module_options(&group.module_options)).collect();
     out.reserve(model.nodes.len() * 8);
     for node in &model.nodes {
         let target = node_target(&node.name);
@@ -86,8 +90,29 @@ pub fn render(
         rails.render(node, &target, out)?;
         exports.render(node, &target, out);
         mounts.render(node, &target, &hosts_id, out);
+        if let Some(content) = &modprobe[node.group] {
+            // Module parameters are read only when the module loads: a reboot takes them.
+            out.push(file(&target, MODPROBE_CONF, content.clone(), 0o644).disrupts(Disruption::Reboot));
+        }
     }
     Ok(())
+}
+
+/// Where a group's `module_options` land.
+pub const MODPROBE_CONF: &str = "/etc/modprobe.d/90-toolkit.conf";
+
+/// `options <module> <parameters>` per module (checked at lint: names and
+/// `key=value` words only), or nothing without options.
+fn module_options(options: &std::collections::BTreeMap<String, String>) -> Option<Content> {
+    if options.is_empty() {
+        return None;
+    }
+    let mut text = String::from("# Written by toolkit from the blueprint's module_options.\n");
+    for (module, parameters) in options {
+        let words: Vec<&str> = parameters.split_whitespace().collect();
+        let _ = writeln!(text, "options {module} {}", words.join(" "));
+    }
+    Some(Content::new(text))
 }
 
 #[derive(Serialize)]

@@ -213,6 +213,7 @@ fn a_rolling_change_drains_one_node_at_a_time_and_loses_no_job() {
     rolling_mtu_change_keeps_the_job(&lab);
     failing_check_stops_and_the_rerun_resumes(&lab);
     killed_rollout_resumes_without_draining_again(&lab);
+    reboot_class_change_reboots_two_at_a_time(&lab);
 }
 
 /// 9000 → 8000 while alice's job runs on node01: four waves of one, the job completes.
@@ -341,4 +342,47 @@ fn killed_rollout_resumes_without_draining_again(lab: &Lab<'_>) {
     }
     lab.wait_all_idle();
     lab.assert_plan_clean("after the killed rollout was resumed");
+}
+
+/// New kernel module parameters are read only at module load: every node is drained,
+/// changed and rebooted (a new boot: its container restarted by `systemctl reboot`),
+/// two at a time, and comes back into service.
+fn reboot_class_change_reboots_two_at_a_time(lab: &Lab<'_>) {
+    let path = lab.dir.join("lab.yaml");
+    let blueprint = std::fs::read_to_string(&path).expect("blueprint");
+    let anchor = "    gpu: { model: h100, count: \"${gpus_per_node}\" }\n";
+    assert!(blueprint.contains(anchor), "the lab blueprint's GPU line moved: update this test");
+    let edited = blueprint.replace(anchor, &format!("{anchor}    module_options: {{ dummy: \"numdummies=0\" }}\n"));
+    std::fs::write(&path, edited).expect("write blueprint");
+    let restarts = |node: &str| -> u64 {
+        let container = toolkit::lab::layout::container_name(CLUSTER, node);
+        let output = Command::new("docker")
+            .args(["inspect", "--format", "{{.RestartCount}}", &container])
+            .output()
+            .expect("docker runs");
+        text(&output.stdout).trim().parse().expect("a restart count")
+    };
+    let before: Vec<u64> = NODES.iter().map(|node| restarts(node)).collect();
+    let plan = lab.run(&["plan", "lab.yaml", "-i", "inventory.yaml", "--max-unavailable", "2"]);
+    let shown = text(&plan.stdout);
+    assert!(shown.contains("4 nodes need drain and reboot: 2 waves of 2 (max-unavailable 2)"), "{shown}");
+
+    let since = lab.now();
+    let deploy = lab.deploy(&["--max-unavailable", "2"]);
+    assert_success(&deploy, "the reboot-class change");
+    for (node, before) in NODES.iter().zip(before) {
+        assert_eq!(restarts(node), before + 1, "{node} rebooted once");
+        let options = lab.exec_ok(node, &["cat", "/etc/modprobe.d/90-toolkit.conf"]);
+        assert!(options.contains("options dummy numdummies=0"), "{options}");
+    }
+    let events = lab.drains_since(&since, 4);
+    let mut drained: Vec<&str> = events.iter().map(|event| event.0.as_str()).collect();
+    drained.sort_unstable();
+    assert_eq!(drained, NODES, "each node drained once: {events:#?}");
+    for event in &events {
+        let at_once = events.iter().filter(|other| other.1 <= event.1 && event.1 < other.2).count();
+        assert!(at_once <= 2, "more than two nodes drained at {}: {events:#?}", event.1);
+    }
+    lab.wait_all_idle();
+    lab.assert_plan_clean("after the reboot-class change");
 }

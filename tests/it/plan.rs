@@ -285,3 +285,36 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     files
 }
+
+/// The plan says what each change does to running work and the waves it takes: a new
+/// rail MTU drains every compute node (one wave each at the default budget), new
+/// module parameters reboot them, slurm.conf alone restarts daemons only.
+#[test]
+fn plans_class_every_change_and_show_the_waves() {
+    let mtu = offline_plan_after_edit("lab.yaml", &[("rail_mtu: 9000", "rail_mtu: 8000")]);
+    let rollout = &mtu["rollout"];
+    assert_eq!(rollout["max_unavailable"], "1");
+    assert_eq!(rollout["waves"], serde_json::json!([["node01"], ["node02"], ["node03"], ["node04"]]));
+    assert_eq!(rollout["hosts"]["node01"]["class"], "drain");
+    assert_eq!(rollout["hosts"]["node01"]["because"][0], "node01:file:/etc/netplan/60-toolkit-rails.yaml");
+    let netplan = mtu["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .find(|change| change["id"] == "node02:file:/etc/netplan/60-toolkit-rails.yaml")
+        .expect("netplan change");
+    assert_eq!(netplan["disruption"], "drain");
+
+    let anchor = "    gpu: { model: h100, count: \"${gpus_per_node}\" }\n";
+    let modules = offline_plan_after_edit(
+        "lab.yaml",
+        &[(anchor, &format!("{anchor}    module_options: {{ nvidia: \"NVreg_EnableGpuFirmware=0\" }}\n"))],
+    );
+    assert_eq!(modules["rollout"]["hosts"]["node03"]["class"], "reboot");
+    assert_eq!(modules["rollout"]["hosts"]["node03"]["because"][0], "node03:file:/etc/modprobe.d/90-toolkit.conf");
+
+    let partition = offline_plan_after_edit("lab.yaml", &[("max_time: INFINITE", "max_time: 2-00:00:00")]);
+    assert_eq!(partition["rollout"]["waves"], serde_json::json!([]));
+    assert_eq!(partition["rollout"]["hosts"]["head"]["class"], "restart");
+    assert_eq!(partition["rollout"]["hosts"]["node01"]["class"], "restart");
+}

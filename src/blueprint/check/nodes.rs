@@ -28,6 +28,38 @@ pub(super) fn check(loaded: &LoadedBlueprint, facts: &Facts, out: &mut Diagnosti
     gpu_counts(loaded, out);
     controller_roles(loaded, out);
     compute_and_database_roles(loaded, out);
+    module_options(loaded, out);
+}
+
+/// Module names and parameters land in a modprobe.d file: one `options` line each.
+fn module_options(loaded: &LoadedBlueprint, out: &mut Diagnostics) {
+    for (index, group) in loaded.blueprint.node_groups.iter().enumerate() {
+        for (module, options) in &group.module_options {
+            let name_ok = !module.is_empty()
+                && module.len() <= 64
+                && module.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if !name_ok {
+                out.push(
+                    Diagnostic::error("invalid-module-name", format!("`{module}` is not a kernel module name"))
+                        .at(&loaded.source, format!("node_groups[{index}].module_options"))
+                        .help("a module name is letters, digits, `_` and `-` (as `lsmod` lists it)"),
+                );
+            }
+            let options_ok = !options.trim().is_empty()
+                && options.split_whitespace().all(|word| word.contains('='))
+                && !options.contains(['\n', '#', '\\']);
+            if !options_ok {
+                out.push(
+                    Diagnostic::error(
+                        "invalid-module-options",
+                        format!("options `{options}` of module `{module}` are not `key=value` words"),
+                    )
+                    .at(&loaded.source, format!("node_groups[{index}].module_options.{module}"))
+                    .help("write them as modprobe reads them: `NVreg_EnableGpuFirmware=0 NVreg_OpenRmEnableUnsupportedGpus=1`"),
+                );
+            }
+        }
+    }
 }
 
 fn version(loaded: &LoadedBlueprint, out: &mut Diagnostics) {

@@ -381,6 +381,22 @@ fn unknown_gpu_model_suggests_the_closest() {
     assert!(found.help.as_deref().is_some_and(|h| h.starts_with("did you mean `h100`?")), "{}", found.render());
 }
 
+finds!(
+    module_names_are_module_names,
+    ROCE,
+    [("model: h100, count: 2 }", "model: h100, count: 2 }\n    module_options: { \"nvidia;x\": \"a=1\" }")],
+    "invalid-module-name",
+    "module_options",
+    Error
+);
+finds!(
+    module_options_are_key_value_words,
+    ROCE,
+    [("model: h100, count: 2 }", "model: h100, count: 2 }\n    module_options: { nvidia: \"a=1 oops\" }")],
+    "invalid-module-options",
+    "nvidia: \"a=1 oops\"",
+    Error
+);
 finds!(gpu_count_is_not_zero, ROCE, [("count: 2 }", "count: 0 }")], "invalid-gpu-count", "model: h100", Error);
 finds!(gpu_count_is_at_most_16, ROCE, [("count: 2 }", "count: 17 }")], "invalid-gpu-count", "model: h100", Error);
 finds!(
