@@ -174,14 +174,17 @@ pub async fn apply<C: Connector>(
 pub fn record(mut state: State, graph: &ResourceGraph, plan: &Plan, report: &ApplyReport) -> State {
     let applied: HashSet<usize> = changed_indexes(graph, plan);
     let removals = removals(graph, plan, &state);
+    // By graph index, looked up once per resource (a rollout records after every phase).
+    let mut by_index: Vec<Option<&Outcome>> = vec![None; graph.resources.len()];
+    for outcome in &report.outcomes {
+        if let Some(slot) = by_index.get_mut(outcome.index) {
+            *slot = Some(&outcome.outcome);
+        }
+    }
     for (rank, &index) in graph.order.iter().enumerate() {
         let resource = &graph.resources[index];
         let done = if applied.contains(&index) {
-            report
-                .outcomes
-                .iter()
-                .find(|outcome| outcome.index == index)
-                .is_some_and(|outcome| matches!(outcome.outcome, Outcome::Changed | Outcome::Unchanged))
+            by_index[index].is_some_and(|outcome| matches!(outcome, Outcome::Changed | Outcome::Unchanged))
         } else {
             true
         };

@@ -272,7 +272,15 @@ fn rolling_mtu_change_keeps_the_job(lab: &Lab<'_>) {
 /// rollout stops before node04; once fixed, the rerun resumes node03 and finishes
 /// node04 without draining node01 or node02 again.
 fn failing_check_stops_and_the_rerun_resumes(lab: &Lab<'_>) {
-    lab.exec_ok("node03", &["sh", "-c", r#"ip=$(command -v ip) && mv "$ip" "$ip.off""#]);
+    // An `ip` that fails, first on root's PATH: the rail-links check cannot read the links.
+    lab.exec_ok(
+        "node03",
+        &[
+            "sh",
+            "-c",
+            "printf '#!/bin/sh\\necho broken >&2\\nexit 1\\n' > /usr/local/sbin/ip && chmod +x /usr/local/sbin/ip",
+        ],
+    );
     lab.set_mtu(8000, 7000);
     let since = lab.now();
     let deploy = lab.deploy(&[]);
@@ -288,14 +296,7 @@ fn failing_check_stops_and_the_rerun_resumes(lab: &Lab<'_>) {
     assert_eq!(lab.rail_mtu("node04"), 8000);
     assert_eq!(lab.rail_mtu("node02"), 7000);
 
-    lab.exec_ok(
-        "node03",
-        &[
-            "sh",
-            "-c",
-            "for d in /usr/sbin /usr/bin /sbin /bin; do [ -e $d/ip.off ] && mv $d/ip.off $d/ip; done; command -v ip",
-        ],
-    );
+    lab.exec_ok("node03", &["rm", "/usr/local/sbin/ip"]);
     let rerun = lab.deploy(&[]);
     assert_success(&rerun, "the rerun after the fix");
     let events = lab.drains_since(&since, 4);
@@ -331,6 +332,14 @@ fn killed_rollout_resumes_without_draining_again(lab: &Lab<'_>) {
     assert!(log.contains("changed: node02:file"), "the deploy never reached node02:\n{log}");
     let (state, reason) = lab.node_state("node02");
     assert!(state.starts_with("drain") && reason.starts_with("toolkit:rollout"), "node02 held: {state} {reason}");
+
+    let status = lab.run(&["status", "lab.yaml", "-i", "inventory.yaml"]);
+    assert_success(&status, "toolkit status after the kill");
+    let shown = text(&status.stdout);
+    assert!(
+        shown.contains("1 done, 1 in flight, 2 pending") && shown.contains("Drained by toolkit:\n  node02"),
+        "{shown}"
+    );
 
     assert_success(&lab.run(&["unlock", "lab.yaml", "-i", "inventory.yaml", "--force"]), "unlock after the kill");
     let rerun = lab.deploy(&[]);
