@@ -151,12 +151,26 @@ pub async fn run<C: Connector, S: Scheduler, H: NodeHooks>(
         let everything = run.changes.clone();
         run.apply(connector, apply_options, &everything).await;
         run.remove(connector, apply_options, |_| true).await;
+        // A first driver install still needs its reboot (nouveau out, the new modules
+        // in), and the node its checks (its GPUs all seen) before it is called ready.
         let reboot: Vec<String> =
             run.hosts_of_class(Disruption::Reboot).into_iter().filter(|host| !run.host_failed(host)).collect();
-        for host in &reboot {
-            if let Err(error) = hooks.reboot(host).await {
-                run.report.stopped = Some(format!("`{host}` did not come back from its reboot: {error}"));
+        let results = futures::future::join_all(reboot.iter().map(|host| hooks.reboot(host))).await;
+        let mut problems = Vec::new();
+        let mut back = Vec::new();
+        for (host, result) in reboot.into_iter().zip(results) {
+            match result {
+                Ok(()) => back.push(host),
+                Err(error) => problems.push(format!("{host} did not come back from its reboot: {error}")),
             }
+        }
+        for (host, verdict) in check_until(hooks, &back, options).await {
+            if let Err(check) = verdict {
+                problems.push(format!("{host} failed its checks after the reboot: {check}"));
+            }
+        }
+        if !problems.is_empty() {
+            run.report.stopped = Some(problems.join("; "));
         }
         return run.finish();
     };

@@ -91,8 +91,17 @@ pub fn render(
         exports.render(node, &target, out);
         mounts.render(node, &target, &hosts_id, out);
         if let Some(content) = &modprobe[node.group] {
+            // kmod makes the directory; a minimal image may not have it yet.
+            let directory = Resource::new(
+                target.clone(),
+                MODPROBE_DIR,
+                Desired::Directory { path: MODPROBE_DIR.to_owned(), mode: 0o755, owner: "root".to_owned() },
+            );
             // Module parameters are read only when the module loads: a reboot takes them.
-            out.push(file(&target, MODPROBE_CONF, content.clone(), 0o644).disrupts(Disruption::Reboot));
+            let options = file(&target, MODPROBE_CONF, content.clone(), 0o644)
+                .after([directory.id.clone()])
+                .disrupts(Disruption::Reboot);
+            out.extend([directory, options]);
         }
     }
     Ok(())
@@ -100,6 +109,7 @@ pub fn render(
 
 /// Where a group's `module_options` land.
 pub const MODPROBE_CONF: &str = "/etc/modprobe.d/90-toolkit.conf";
+const MODPROBE_DIR: &str = "/etc/modprobe.d";
 
 /// `options <module> <parameters>` per module (checked at lint: names and
 /// `key=value` words only), or nothing without options.

@@ -173,8 +173,11 @@ fn assert_success(run: &Output, why: &str) {
     );
 }
 
-/// Each node drained once, and no two drains overlap.
+/// Each node drained once, and no two drains overlap. A failure recorded as the
+/// drain's new reason is the same drain going on (slurmdbd opens an event per reason).
 fn assert_one_at_a_time(events: &[(String, String, String, String)], nodes: &[&str]) {
+    let events: Vec<&(String, String, String, String)> =
+        events.iter().filter(|event| !event.3.contains(" failed: ")).collect();
     let mut drained: Vec<&str> = events.iter().map(|event| event.0.as_str()).collect();
     drained.sort_unstable();
     assert_eq!(drained, nodes, "each node drained by toolkit exactly once: {events:#?}");

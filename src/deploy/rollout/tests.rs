@@ -293,8 +293,10 @@ async fn no_scheduler_means_nothing_runs_and_everything_applies_at_once() {
     assert!(report.is_success(), "{report:#?}");
     assert!(slurm.events().is_empty());
     assert!(report.waves.is_empty());
-    // A first driver install still reboots.
-    assert_eq!(hooks.log.lock().expect("log").len(), 4);
+    // A first driver install still reboots, and the nodes are checked after it.
+    let log = hooks.log.lock().expect("log").clone();
+    assert_eq!(log.iter().filter(|entry| entry.starts_with("reboot")).count(), 4, "{log:?}");
+    assert_eq!(log.iter().filter(|entry| entry.starts_with("check")).count(), 4, "{log:?}");
 }
 
 #[tokio::test]
