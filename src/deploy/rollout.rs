@@ -198,10 +198,45 @@ pub async fn run<C: Connector, S: Scheduler, H: NodeHooks>(
     let id = previous.as_ref().map_or_else(new_id, |previous| previous.id.clone());
     let rolled: BTreeSet<String> = nodes.keys().cloned().collect();
 
-    // Everything that needs no drain goes first: the controller's and the switches'
-    // changes, and nodes whose changes jobs do not notice.
-    let first: HashSet<usize> =
-        run.changes.iter().copied().filter(|&index| !rolled.contains(&graph.resources[index].target.name)).collect();
+    // Switches whose daemons restart go first, one at a time: each switch's own
+    // BGP-established check (a guarded command after FRR) passes before the next
+    // one restarts, so a rail never loses two switches at once.
+    let restarting: Vec<String> = plan
+        .rollout
+        .iter()
+        .flat_map(|rollout| rollout.hosts.iter())
+        .filter(|(_, host)| host.class >= Disruption::Restart)
+        .map(|(name, _)| name.clone())
+        .filter(|name| {
+            run.changes.iter().any(|&index| {
+                let target = &graph.resources[index].target;
+                target.name == *name && target.kind == crate::resource::TargetKind::Switch
+            })
+        })
+        .collect();
+    for switch in &restarting {
+        let changes: HashSet<usize> =
+            run.changes.iter().copied().filter(|&index| graph.resources[index].target.name == *switch).collect();
+        run.apply(connector, apply_options, &changes).await;
+        if run.host_failed(switch) {
+            run.report.stopped = Some(format!(
+                "switch `{switch}` failed its change or its BGP check: no other switch restarts and no node is drained"
+            ));
+            run.skip_unreached();
+            return run.finish();
+        }
+    }
+    // Then everything else that needs no drain: the controller's changes, switches
+    // whose changes restart nothing, nodes whose changes jobs do not notice.
+    let first: HashSet<usize> = run
+        .changes
+        .iter()
+        .copied()
+        .filter(|&index| {
+            let host = &graph.resources[index].target.name;
+            !rolled.contains(host) && !restarting.contains(host)
+        })
+        .collect();
     run.apply(connector, apply_options, &first).await;
     run.remove(connector, apply_options, |host| !rolled.contains(host)).await;
     if rolled.is_empty() {

@@ -2,7 +2,7 @@
 //! budget, drains only where needed, resume only of toolkit's own drains, failures
 //! that stop the line, and resumption from every step a run can stop at.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -495,4 +495,67 @@ async fn bench_rollout_4096_nodes() {
         elapsed / u32::try_from(waves).unwrap_or(1),
         saved.len()
     );
+}
+
+#[tokio::test]
+async fn switches_that_restart_go_one_at_a_time_before_anything_else() {
+    let switch = |name: &str, text: &str| {
+        let target = Target { name: name.into(), kind: TargetKind::Switch };
+        let conf = Resource::new(
+            target.clone(),
+            "/etc/frr/frr.conf",
+            Desired::File {
+                path: "/etc/frr/frr.conf".into(),
+                content: Content::new(text.into()),
+                mode: 0o640,
+                owner: "frr".into(),
+                group: "frr".into(),
+                secret: false,
+                check: None,
+            },
+        );
+        let watched = conf.id.clone();
+        let frr = Resource::new(
+            target,
+            "frr",
+            Desired::Service {
+                name: "frr".into(),
+                enabled: true,
+                running: true,
+                watches: vec![watched.clone()],
+                on_change: crate::resource::OnChange::Restart,
+            },
+        )
+        .after([watched]);
+        [conf, frr]
+    };
+    let resources = |text: &str| -> Vec<Resource> {
+        let mut out = Vec::new();
+        for name in ["leaf0", "leaf1", "spine0"] {
+            out.extend(switch(name, text));
+        }
+        out.push(file("head", "/etc/slurm/slurm.conf", text, Disruption::None));
+        out
+    };
+    let mut state = State::empty("lab");
+    for resource in resources("old") {
+        state.record(&resource);
+    }
+    let graph = graph::build(resources("new")).expect("graph");
+    let mut plan = diff(&graph, &state, PlanInputs::default());
+    classify(&graph, &mut plan, &BTreeSet::new(), "1".parse().expect("budget"));
+    let cluster = Cluster { graph, plan, state };
+    let slurm = FakeSlurm::with(&NODES);
+    let connector = FakeConnector::new(Script::new(fresh_debian));
+    let (report, _) = roll(&cluster, cluster.state.clone(), &connector, &slurm, &Hooks::default(), &options()).await;
+    assert!(report.is_success(), "{report:#?}");
+    let hosts: Vec<String> = connector.script.calls().iter().map(|call| call.host().to_owned()).collect();
+    let mut order: Vec<&str> = Vec::new();
+    for host in &hosts {
+        if order.last() != Some(&host.as_str()) {
+            order.push(host);
+        }
+    }
+    // Each switch's writes and restart together, one switch after another, then the head.
+    assert_eq!(order, ["leaf0", "leaf1", "spine0", "head"], "{hosts:?}");
 }
