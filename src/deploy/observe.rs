@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use futures::StreamExt as _;
 
-use crate::facts::{self, HostFacts, file::FileState, package::PackageState, service};
+use crate::facts::{self, HostFacts, command::CommandFact, file::FileState, package::PackageState, service};
 use crate::graph::ResourceGraph;
 use crate::plan::state::{Recorded, State};
 use crate::resource::{Desired, Resource};
@@ -79,17 +79,7 @@ async fn observe_host<E: Executor>(executor: &E, resources: &[&Resource]) -> Res
     let facts = facts::gather(executor, resources).await.map_err(|error| error.to_string())?;
     let mut state = HostState::default();
     for resource in resources {
-        let fingerprint = match &resource.desired {
-            Desired::Command { creates, unless, .. } => {
-                if guard_holds(executor, creates.as_deref(), unless.as_deref()).await? {
-                    Some(resource.desired.fingerprint())
-                } else {
-                    None
-                }
-            }
-            desired => fingerprint(desired, &facts),
-        };
-        let Some(fingerprint) = fingerprint else { continue };
+        let Some(fingerprint) = fingerprint(resource, &facts) else { continue };
         let (content_sha256, secret) = match (&resource.desired, facts_file(&resource.desired, &facts)) {
             (Desired::File { secret, .. }, Some(FileState::File { sha256, .. })) => (Some(sha256.clone()), *secret),
             _ => (None, false),
@@ -124,9 +114,10 @@ fn facts_file<'f>(desired: &Desired, facts: &'f HostFacts) -> Option<&'f FileSta
 }
 
 /// The observed fingerprint of a resource, in [`Desired::fingerprint`]'s format;
-/// `None` when it is absent.
-fn fingerprint(desired: &Desired, facts: &HostFacts) -> Option<String> {
-    match desired {
+/// `None` when it is absent. A command whose guard holds is as desired; one that
+/// reads its values is fingerprinted by what it read.
+fn fingerprint(resource: &Resource, facts: &HostFacts) -> Option<String> {
+    match &resource.desired {
         Desired::File { path, .. } => match facts.files.get(path)? {
             FileState::File { sha256, meta } => {
                 Some(format!("sha256:{sha256} mode:{:o} owner:{}:{}", meta.mode, meta.owner, meta.group))
@@ -147,28 +138,13 @@ fn fingerprint(desired: &Desired, facts: &HostFacts) -> Option<String> {
             let running = fact.active == service::ActiveState::Active;
             Some(format!("service enabled:{enabled} running:{running}"))
         }
-        Desired::Command { .. } | Desired::Api(_) => None,
+        Desired::Command { reads, .. } => match (facts.commands.get(resource.id.as_str())?, reads) {
+            (CommandFact::Done(true), _) => Some(resource.desired.fingerprint()),
+            (CommandFact::Printed(Some(printed)), Some(reads)) => reads.observed(printed),
+            _ => None,
+        },
+        Desired::Api(_) => None,
     }
-}
-
-/// Whether a command's guard says it has already done its work.
-async fn guard_holds<E: Executor>(
-    executor: &E,
-    creates: Option<&str>,
-    unless: Option<&[String]>,
-) -> Result<bool, String> {
-    if let Some(path) = creates {
-        let argv = vec!["test".to_owned(), "-e".to_owned(), path.to_owned()];
-        let output = executor.exec(&argv).await.map_err(|error| error.to_string())?;
-        if output.success() {
-            return Ok(true);
-        }
-    }
-    if let Some(unless) = unless {
-        let output = executor.exec(unless).await.map_err(|error| error.to_string())?;
-        return Ok(output.success());
-    }
-    Ok(false)
 }
 
 async fn old_text<E: Executor>(executor: &E, path: &str) -> Option<String> {
@@ -186,4 +162,102 @@ pub fn by_target(graph: &ResourceGraph) -> HashMap<&str, Vec<usize>> {
         map.entry(resource.target.name.as_str()).or_default().push(index);
     }
     map
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apply::fake::{Call, FakeConnector, Script};
+    use crate::plan::{self, diff::PlanInputs};
+    use crate::resource::{Reads, Target, TargetKind};
+    use crate::transport::{ExitStatus, Output};
+
+    fn words(list: &[&str]) -> Vec<String> {
+        list.iter().map(|word| (*word).to_owned()).collect()
+    }
+
+    fn command(name: &str, creates: Option<String>, unless: Option<Vec<String>>, reads: Option<Reads>) -> Resource {
+        let target = Target { name: "head".to_owned(), kind: TargetKind::Node };
+        Resource::new(
+            target,
+            name,
+            Desired::Command {
+                argv: words(&["true"]),
+                creates,
+                unless,
+                description: name.to_owned(),
+                undo: None,
+                reads,
+            },
+        )
+    }
+
+    fn qos(printed: &[&str]) -> Reads {
+        let mut argv = words(&["printf", "%s\\n"]);
+        argv.extend(words(printed));
+        if printed.is_empty() {
+            argv = words(&["true"]);
+        }
+        Reads {
+            argv,
+            wanted: vec![
+                ("Priority".to_owned(), "1000".to_owned()),
+                ("GrpTRES".to_owned(), "gres/gpu=4".to_owned()),
+                ("Preempt".to_owned(), "borrow".to_owned()),
+            ],
+        }
+    }
+
+    /// A host that runs the command-facts script with the real local `sh`.
+    fn local_sh(_host: &str, argv: &[String]) -> Output {
+        let output = std::process::Command::new(&argv[0]).args(&argv[1..]).output().expect("sh runs");
+        Output {
+            status: ExitStatus::Code(output.status.code().map_or(255, i32::unsigned_abs)),
+            stdout: output.stdout,
+            stderr: output.stderr,
+        }
+    }
+
+    #[tokio::test]
+    async fn every_guard_and_read_of_a_host_is_one_call_and_values_show_old_to_new() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let marker = dir.path().join("it's done").display().to_string();
+        std::fs::write(&marker, "").expect("marker");
+        let resources = vec![
+            command("QOS team-a", None, None, Some(qos(&["1000", "gres/gpu=8", "borrow"]))),
+            command("QOS team-b", None, None, Some(qos(&[]))),
+            command("QOS team-c", None, None, Some(qos(&["1000", "gres/gpu=4", "borrow"]))),
+            command("made", Some(marker), None, None),
+            command("checked", None, Some(words(&["sh", "-c", "echo 'check 5 0'; exit 1"])), None),
+        ];
+        let graph = crate::graph::build(resources).expect("graph");
+        let connector = FakeConnector::new(Script::new(local_sh));
+        let observation = observe(&graph, &connector, "lab", 4, &std::collections::BTreeSet::new()).await;
+        assert!(observation.unreachable.is_empty(), "{:?}", observation.unreachable);
+        let calls = connector.script.calls();
+        assert_eq!(calls.len(), 1, "one remote call for the host: {calls:?}");
+        assert!(matches!(&calls[0], Call::Exec { argv, .. } if argv[3] == "toolkit-command-facts"));
+
+        let plan =
+            plan::diff(&graph, &observation.state, PlanInputs { cluster: "lab".to_owned(), ..PlanInputs::default() });
+        let text = plan::render::text(&plan);
+        assert_eq!(
+            text,
+            "toolkit will perform the following actions on cluster `lab`:\n\n  \
+             ~ command QOS team-a on head  (GrpTRES changed)\n      \
+             GrpTRES  gres/gpu=8 → gres/gpu=4\n  \
+             + command QOS team-b on head  (not applied yet)\n      \
+             Priority  1000\n      \
+             GrpTRES   gres/gpu=4\n      \
+             Preempt   borrow\n  \
+             + command checked on head  (not applied yet)\n\n\
+             Plan: 2 to create, 1 to update, 0 to remove, 2 unchanged.\n"
+        );
+        let json: serde_json::Value = serde_json::from_str(&plan::render::json(&plan).expect("json")).expect("parses");
+        assert_eq!(
+            json["changes"][0]["values"],
+            serde_json::json!([{ "key": "GrpTRES", "before": "gres/gpu=8", "after": "gres/gpu=4" }])
+        );
+        assert_eq!(json["changes"][1]["values"][0], serde_json::json!({ "key": "Priority", "after": "1000" }));
+    }
 }

@@ -32,6 +32,7 @@ pub(crate) fn apply_once(
             unless: None,
             description: description.to_owned(),
             undo: None,
+            reads: None,
         },
     )
 }

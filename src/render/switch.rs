@@ -460,6 +460,7 @@ fn bgp_verify(target: &Target, sessions: usize) -> Resource {
             description: format!("wait until the switch's {sessions} BGP session(s) are Established"),
             // A wait changes nothing on the switch.
             undo: Some(Vec::new()),
+            reads: None,
         },
     )
 }
