@@ -10,7 +10,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use futures::StreamExt as _;
 
-use crate::facts::{self, HostFacts, command::CommandFact, file::FileState, package::PackageState, service};
+use crate::facts::command::{self, CommandFact, Probe};
+use crate::facts::{self, HostFacts, file::FileState, package::PackageState, service};
 use crate::graph::ResourceGraph;
 use crate::plan::state::{Recorded, State};
 use crate::resource::{Desired, Resource};
@@ -78,6 +79,8 @@ struct HostState {
 async fn observe_host<E: Executor>(executor: &E, resources: &[&Resource]) -> Result<HostState, String> {
     let facts = facts::gather(executor, resources).await.map_err(|error| error.to_string())?;
     let mut state = HostState::default();
+    // Changed files whose old text a diff needs: (path, old hash).
+    let mut old_texts: Vec<(&str, String)> = Vec::new();
     for resource in resources {
         let Some(fingerprint) = fingerprint(resource, &facts) else { continue };
         let (content_sha256, secret) = match (&resource.desired, facts_file(&resource.desired, &facts)) {
@@ -86,9 +89,9 @@ async fn observe_host<E: Executor>(executor: &E, resources: &[&Resource]) -> Res
         };
         if let (Desired::File { path, content, secret: false, .. }, Some(old)) = (&resource.desired, &content_sha256)
             && old != content.sha256()
-            && let Some(text) = old_text(executor, path).await
+            && !old_texts.iter().any(|(_, hash)| hash == old)
         {
-            state.contents.insert(old.clone(), text);
+            old_texts.push((path.as_str(), old.clone()));
         }
         state.resources.insert(
             resource.id.0.clone(),
@@ -102,6 +105,11 @@ async fn observe_host<E: Executor>(executor: &E, resources: &[&Resource]) -> Res
                 order: 0,
             },
         );
+    }
+    for ((_, hash), text) in old_texts.iter().zip(read_old_texts(executor, &old_texts).await) {
+        if let Some(text) = text {
+            state.contents.insert(hash.clone(), text);
+        }
     }
     Ok(state)
 }
@@ -147,11 +155,25 @@ fn fingerprint(resource: &Resource, facts: &HostFacts) -> Option<String> {
     }
 }
 
-async fn old_text<E: Executor>(executor: &E, path: &str) -> Option<String> {
-    let argv = vec!["cat".to_owned(), "--".to_owned(), path.to_owned()];
-    let output = executor.exec(&argv).await.ok()?;
-    let text = output.stdout_text();
-    (output.success() && text.len() <= DIFF_LIMIT).then_some(text)
+/// The old texts of changed files, all in one remote call: at most [`DIFF_LIMIT`]
+/// bytes each (`None` for a larger or unreadable file: the plan shows no diff).
+async fn read_old_texts<E: Executor>(executor: &E, files: &[(&str, String)]) -> Vec<Option<String>> {
+    // One byte over the limit tells a file at the limit from a longer one.
+    let limit = (DIFF_LIMIT + 1).to_string();
+    let argvs: Vec<Vec<String>> =
+        files.iter().map(|(path, _)| ["head", "-c", &limit, "--", path].map(str::to_owned).to_vec()).collect();
+    let probes: Vec<Probe<'_>> = argvs.iter().map(|argv| Probe::Read(argv)).collect();
+    match command::probe(executor, &probes).await {
+        Ok(facts) => facts
+            .into_iter()
+            .map(|fact| match fact {
+                CommandFact::Printed(Some(text)) if text.len() <= DIFF_LIMIT => Some(text),
+                _ => None,
+            })
+            .collect(),
+        // Diffs are a courtesy: a failure to read them costs the diffs, not the plan.
+        Err(_) => vec![None; files.len()],
+    }
 }
 
 /// Resource indexes of the graph grouped by target, for callers that need them.
@@ -259,5 +281,41 @@ mod tests {
             serde_json::json!([{ "key": "GrpTRES", "before": "gres/gpu=8", "after": "gres/gpu=4" }])
         );
         assert_eq!(json["changes"][1]["values"][0], serde_json::json!({ "key": "Priority", "after": "1000" }));
+    }
+
+    #[tokio::test]
+    async fn the_old_texts_of_changed_files_are_read_in_one_call() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let owner = std::process::Command::new("id").arg("-un").output().expect("id runs");
+        let owner = String::from_utf8_lossy(&owner.stdout).trim().to_owned();
+        let file = |name: &str, old: &str, new: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, old).expect("old file");
+            let target = Target { name: "node01".to_owned(), kind: TargetKind::Node };
+            let path = path.display().to_string();
+            Resource::new(
+                target,
+                &path,
+                Desired::File {
+                    path: path.clone(),
+                    content: crate::resource::Content::new(new.to_owned()),
+                    mode: 0o644,
+                    owner: owner.clone(),
+                    group: owner.clone(),
+                    secret: false,
+                    check: None,
+                },
+            )
+        };
+        let resources = vec![file("a.conf", "A=1\n", "A=2\n"), file("b 'c'.conf", "B=1\n", "B=2\n")];
+        let graph = crate::graph::build(resources).expect("graph");
+        let connector = FakeConnector::new(Script::new(local_sh));
+        let observation = observe(&graph, &connector, "lab", 4, &std::collections::BTreeSet::new()).await;
+        assert!(observation.unreachable.is_empty(), "{:?}", observation.unreachable);
+        let mut texts: Vec<&str> = observation.state.contents.values().map(String::as_str).collect();
+        texts.sort_unstable();
+        assert_eq!(texts, ["A=1\n", "B=1\n"]);
+        let calls = connector.script.calls();
+        assert_eq!(calls.len(), 2, "the file probe, then both old texts at once: {calls:?}");
     }
 }
