@@ -12,6 +12,8 @@
 //! `check INDEX STATUS` per guard, `read INDEX STATUS BYTES` followed by exactly
 //! that many bytes per read. Semantics are those of running each on its own: a
 //! guard holds when its `creates` path exists, else when its `unless` exits 0.
+//! Probes run side by side ([`PARALLEL`] at a time, records kept apart in files),
+//! so a host's probes cost about the slowest one.
 
 use std::fmt::Write as _;
 
@@ -41,7 +43,18 @@ pub enum CommandFact {
     Printed(Option<String>),
 }
 
+/// Probes run at once: most guards wait on a daemon (sacctmgr takes ~0.3 s, nearly
+/// all of it waiting on slurmdbd), so a host with many costs the slowest, not the sum.
+pub const PARALLEL: usize = 16;
+
 /// The script for `probes`; each probe is answered by one status record.
+///
+/// Each probe is a function `pN` printing its record. They run [`PARALLEL`] at a
+/// time, each into its own file of a private temp directory (on `/dev/shm` where
+/// there is one, so a full disk does not stop a plan), and the files are printed in
+/// order; where no temp directory can be made they run one after another.
+/// Guards and reads only look, so running them side by side answers as running
+/// them in turn would.
 ///
 /// # Errors
 /// A guard or read argv that cannot be sent (empty, or a NUL byte).
@@ -49,6 +62,7 @@ pub fn script(probes: &[Probe<'_>]) -> Result<String, crate::transport::Transpor
     // Commands read nothing: a guard that waits for input would hang the plan.
     let mut script = String::from("exec </dev/null\n");
     for (index, probe) in probes.iter().enumerate() {
+        let _ = writeln!(script, "p{index}() {{");
         match probe {
             Probe::Guard { creates, unless } => {
                 let unless = unless.map(quote::command_line).transpose()?;
@@ -77,8 +91,29 @@ pub fn script(probes: &[Probe<'_>]) -> Result<String, crate::transport::Transpor
                 );
             }
         }
+        script.push_str("}\n");
     }
-    script.push_str("exit 0\n");
+    let _ = write!(
+        script,
+        r#"n={count}
+i=0
+if d=$(mktemp -d /dev/shm/toolkit-facts.XXXXXX 2>/dev/null || mktemp -d 2>/dev/null); then
+  trap 'rm -rf -- "$d"' EXIT
+  while [ "$i" -lt "$n" ]; do
+    "p$i" >"$d/$i" &
+    i=$((i + 1))
+    [ $((i % {PARALLEL})) -ne 0 ] || wait
+  done
+  wait
+  i=0
+  while [ "$i" -lt "$n" ]; do cat -- "$d/$i"; i=$((i + 1)); done
+else
+  while [ "$i" -lt "$n" ]; do "p$i"; i=$((i + 1)); done
+fi
+exit 0
+"#,
+        count = probes.len()
+    );
     Ok(script)
 }
 
@@ -239,6 +274,38 @@ d""#,
                 CommandFact::Done(true),
             ]
         );
+    }
+
+    #[test]
+    fn probes_run_side_by_side_and_one_by_one_without_a_temp_dir() {
+        // Each guard waits (up to 10 s) until all four have started: only probes
+        // that run at the same time all pass.
+        let started = tempfile::tempdir().expect("tempdir");
+        let dir = started.path().display().to_string();
+        let rendezvous = r#"touch "$1/$2"; for t in $(seq 100); do [ "$(ls "$1" | wc -l)" -ge 4 ] && exit 0; sleep 0.1; done; exit 1"#;
+        let guards: Vec<Vec<String>> =
+            (0..4).map(|index| words(&["sh", "-c", rendezvous, "sh", &dir, &index.to_string()])).collect();
+        let probes: Vec<Probe<'_>> =
+            guards.iter().map(|guard| Probe::Guard { creates: None, unless: Some(guard) }).collect();
+        let facts = run(&probes, started.path());
+        assert_eq!(facts, vec![CommandFact::Done(true); 4]);
+
+        // Without mktemp the same script runs them in turn, with the same records.
+        let stub = tempfile::tempdir().expect("tempdir");
+        std::fs::write(stub.path().join("mktemp"), "#!/bin/sh\nexit 1\n").expect("stub");
+        std::fs::set_permissions(stub.path().join("mktemp"), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+        let path = format!("{}:{}", stub.path().display(), std::env::var("PATH").unwrap_or_default());
+        let print = words(&["printf", "a\nb\n"]);
+        let fail = words(&["false"]);
+        let probes = [Probe::Read(&print), Probe::Guard { creates: None, unless: Some(&fail) }];
+        let output = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(script(&probes).expect("script"))
+            .env("PATH", path)
+            .output()
+            .expect("sh runs");
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "read 0 0 4\na\nb\n\ncheck 1 1\n");
     }
 
     #[test]
