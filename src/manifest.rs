@@ -252,7 +252,10 @@ pub fn resources(manifest: &Manifest, base: &Path, inventory: &Inventory) -> Res
                     let argv = argv.iter().map(|word| field("argv", word)).collect::<Result<Vec<_>, _>>()?;
                     let creates = creates.as_deref().map(|path| field("creates", path)).transpose()?;
                     let description = crate::transport::summarize(&argv);
-                    (description.clone(), Desired::Command { argv, creates, unless: None, description, undo: None })
+                    (
+                        description.clone(),
+                        Desired::Command { argv, creates, unless: None, description, undo: None, reads: None },
+                    )
                 }
                 Entry { .. } => return Err(ManifestError::EntryKind(index)),
             };

@@ -196,6 +196,10 @@ pub enum Desired {
         /// says so. Not part of the fingerprint: declaring an undo changes nothing on
         /// the host.
         undo: Option<Vec<String>>,
+        /// For a command that sets values: how to read them now. Then the values
+        /// decide (the command runs when any differs) instead of `creates`/`unless`,
+        /// and plans show each value old → new.
+        reads: Option<Reads>,
     },
     /// An object behind an HTTP API: a BMC's power, boot override or BIOS attribute,
     /// a cloud instance or placement group. Set before the host is reached over SSH.
@@ -230,6 +234,7 @@ impl Desired {
             Self::Directory { mode, owner, .. } => format!("dir mode:{mode:o} owner:{owner}"),
             Self::Package { name } => format!("package:{name}"),
             Self::Service { enabled, running, .. } => format!("service enabled:{enabled} running:{running}"),
+            Self::Command { reads: Some(reads), .. } => reads.fingerprint(),
             Self::Command { argv, creates, unless, .. } => {
                 // Hashes the Debug text as it is written, without building it first.
                 let mut hasher = HashWriter(Sha256::new());
@@ -240,6 +245,60 @@ impl Desired {
             Self::Api(item) => item.value().unwrap_or_else(|| "absent".to_owned()),
         }
     }
+}
+
+/// How a value-setting command reads the values it sets (sacctmgr limits, sysctls):
+/// `argv` prints the current values, one line per field in the order of `wanted`.
+/// Nothing printed, a failure or another number of lines means the object is not
+/// there yet. Values compare with surrounding blanks trimmed and inner runs of
+/// blanks as one space, so a value cannot hold a line break.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reads {
+    /// Program and arguments printing the current values; quoted when sent.
+    pub argv: Vec<String>,
+    /// Each field's name and the value the command sets, in the order `argv` prints them.
+    pub wanted: Vec<(String, String)>,
+}
+
+/// Prefix of a [`Reads`] fingerprint; the rest is JSON `[[key, value], …]`.
+const VALUES_PREFIX: &str = "values:";
+
+impl Reads {
+    /// The wanted values as a fingerprint, in the format of [`Reads::observed`].
+    #[must_use]
+    pub fn fingerprint(&self) -> String {
+        values_fingerprint(self.wanted.iter().map(|(key, value)| (key.as_str(), normalized(value))))
+    }
+
+    /// The fingerprint of what `argv` printed, paired with the wanted keys; `None`
+    /// when it printed nothing or not one line per field (the object is absent).
+    #[must_use]
+    pub fn observed(&self, printed: &str) -> Option<String> {
+        if printed.is_empty() {
+            return None;
+        }
+        let lines: Vec<&str> = printed.strip_suffix('\n').unwrap_or(printed).split('\n').collect();
+        (lines.len() == self.wanted.len()).then(|| {
+            values_fingerprint(self.wanted.iter().zip(lines).map(|((key, _), line)| (key.as_str(), normalized(line))))
+        })
+    }
+}
+
+/// The fields of a fingerprint made by [`Reads`]; `None` for any other fingerprint.
+#[must_use]
+pub fn values_of(fingerprint: &str) -> Option<Vec<(String, String)>> {
+    serde_json::from_str(fingerprint.strip_prefix(VALUES_PREFIX)?).ok()
+}
+
+fn values_fingerprint<'a>(fields: impl Iterator<Item = (&'a str, String)>) -> String {
+    let fields: Vec<(&str, String)> = fields.collect();
+    // A list of string pairs always serializes; the fallback only keeps this total.
+    let json = serde_json::to_string(&fields).unwrap_or_default();
+    format!("{VALUES_PREFIX}{json}")
+}
+
+fn normalized(value: &str) -> String {
+    value.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Feeds formatted text straight into a SHA-256.
@@ -330,5 +389,51 @@ impl Resource {
     pub fn after(mut self, ids: impl IntoIterator<Item = ResourceId>) -> Self {
         self.depends_on.extend(ids);
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn qos_reads() -> Reads {
+        Reads {
+            argv: vec!["true".to_owned()],
+            wanted: vec![("Priority".to_owned(), "10".to_owned()), ("GrpTRES".to_owned(), "gres/gpu=4".to_owned())],
+        }
+    }
+
+    #[test]
+    fn reads_compare_printed_values_with_wanted_ones() {
+        let reads = qos_reads();
+        assert_eq!(reads.observed("10\ngres/gpu=4\n"), Some(reads.fingerprint()));
+        assert_eq!(reads.observed(" 10 \r\ngres/gpu=4"), Some(reads.fingerprint()), "blanks do not count");
+        let other = reads.observed("10\ngres/gpu=8\n").expect("two lines");
+        assert_ne!(other, reads.fingerprint());
+        assert_eq!(
+            values_of(&other),
+            Some(vec![("Priority".to_owned(), "10".to_owned()), ("GrpTRES".to_owned(), "gres/gpu=8".to_owned())])
+        );
+        assert_eq!(reads.observed(""), None, "nothing printed: absent");
+        assert_eq!(reads.observed("10\n"), None, "another number of lines: absent");
+        assert_eq!(
+            reads.observed("10\n\n").map(|f| values_of(&f)),
+            Some(Some(vec![("Priority".to_owned(), "10".to_owned()), ("GrpTRES".to_owned(), String::new()),]))
+        );
+        assert_eq!(values_of("command:0123"), None);
+    }
+
+    #[test]
+    fn a_command_that_reads_is_fingerprinted_by_its_values() {
+        let command = |argv: &str| Desired::Command {
+            argv: vec![argv.to_owned()],
+            creates: None,
+            unless: None,
+            description: "set".to_owned(),
+            undo: None,
+            reads: Some(qos_reads()),
+        };
+        assert_eq!(command("a").fingerprint(), command("b").fingerprint());
+        assert!(command("a").fingerprint().starts_with("values:"));
     }
 }

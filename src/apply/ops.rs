@@ -5,9 +5,11 @@
 //! Every step may be run again safely: a file with the same bytes is not replaced,
 //! a directory with the right mode is not touched, only missing packages are
 //! installed, a service is started only when stopped, a guarded command is not
-//! rerun. File contents never appear in a log or an error.
+//! rerun, a value-setting command runs only when a value differs. File contents
+//! never appear in a log or an error.
 
 use crate::facts::FactError;
+use crate::facts::command::{self, CommandFact, Probe};
 use crate::facts::package::{self, PackageManager, PackageState};
 use crate::facts::service::{self, ActiveState, EnabledState, ServiceFact};
 use crate::resource::{Desired, OnChange};
@@ -79,8 +81,29 @@ pub async fn apply<E: Executor>(
             Ok(steps.first().copied().unwrap_or(Step::Unchanged))
         }
         Desired::Service { name, enabled, running, .. } => service(executor, name, *enabled, *running, restart).await,
-        Desired::Command { argv, creates, unless, .. } => {
-            command(executor, argv, creates.as_deref(), unless.as_deref()).await
+        Desired::Command { argv, creates, unless, reads, .. } => {
+            let probe = match reads {
+                Some(reads) => Probe::Read(&reads.argv),
+                None if creates.is_none() && unless.is_none() => {
+                    executor.exec(argv).await?.into_success(executor.host(), argv)?;
+                    return Ok(Step::Changed);
+                }
+                None => Probe::Guard { creates: creates.as_deref(), unless: unless.as_deref() },
+            };
+            // The same probe as a plan's, so apply and plan agree on what is done.
+            let fact = command::probe(executor, &[probe]).await?.pop();
+            let done = match (fact, reads) {
+                (Some(CommandFact::Done(done)), _) => done,
+                (Some(CommandFact::Printed(Some(printed))), Some(reads)) => {
+                    reads.observed(&printed).is_some_and(|values| values == reads.fingerprint())
+                }
+                _ => false,
+            };
+            if done {
+                return Ok(Step::Unchanged);
+            }
+            executor.exec(argv).await?.into_success(executor.host(), argv)?;
+            Ok(Step::Changed)
         }
     }
 }
@@ -321,27 +344,6 @@ pub fn service_commands(
         }
     }
     Ok(commands)
-}
-
-async fn command<E: Executor>(
-    executor: &E,
-    argv: &[String],
-    creates: Option<&str>,
-    unless: Option<&[String]>,
-) -> Result<Step, OpError> {
-    if let Some(path) = creates {
-        let test = words(&["test", "-e", path]);
-        if executor.exec(&test).await?.success() {
-            return Ok(Step::Unchanged);
-        }
-    }
-    if let Some(guard) = unless
-        && executor.exec(guard).await?.success()
-    {
-        return Ok(Step::Unchanged);
-    }
-    executor.exec(argv).await?.into_success(executor.host(), argv)?;
-    Ok(Step::Changed)
 }
 
 fn words(list: &[&str]) -> Vec<String> {

@@ -677,6 +677,7 @@ mod tests {
                     unless: None,
                     description: name.to_owned(),
                     undo: None,
+                    reads: None,
                 },
             )
         };

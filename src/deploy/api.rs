@@ -202,6 +202,7 @@ pub fn changes(graph: &ResourceGraph, observation: &ApiObservation) -> Vec<Chang
             diff: None,
             secret: false,
             disruption: crate::resource::Disruption::None,
+            values: Vec::new(),
         });
     }
     changes

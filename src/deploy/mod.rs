@@ -316,6 +316,7 @@ mod tests {
                 unless: None,
                 description: name.into(),
                 undo,
+                reads: None,
             };
             Resource::new(host.clone(), name, desired)
         };

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use futures::StreamExt as _;
 
+use crate::facts::command::{self, CommandFact, Probe};
 use crate::facts::{self, HostFacts, file::FileState, package::PackageState, service};
 use crate::graph::ResourceGraph;
 use crate::plan::state::{Recorded, State};
@@ -78,27 +79,19 @@ struct HostState {
 async fn observe_host<E: Executor>(executor: &E, resources: &[&Resource]) -> Result<HostState, String> {
     let facts = facts::gather(executor, resources).await.map_err(|error| error.to_string())?;
     let mut state = HostState::default();
+    // Changed files whose old text a diff needs: (path, old hash).
+    let mut old_texts: Vec<(&str, String)> = Vec::new();
     for resource in resources {
-        let fingerprint = match &resource.desired {
-            Desired::Command { creates, unless, .. } => {
-                if guard_holds(executor, creates.as_deref(), unless.as_deref()).await? {
-                    Some(resource.desired.fingerprint())
-                } else {
-                    None
-                }
-            }
-            desired => fingerprint(desired, &facts),
-        };
-        let Some(fingerprint) = fingerprint else { continue };
+        let Some(fingerprint) = fingerprint(resource, &facts) else { continue };
         let (content_sha256, secret) = match (&resource.desired, facts_file(&resource.desired, &facts)) {
             (Desired::File { secret, .. }, Some(FileState::File { sha256, .. })) => (Some(sha256.clone()), *secret),
             _ => (None, false),
         };
         if let (Desired::File { path, content, secret: false, .. }, Some(old)) = (&resource.desired, &content_sha256)
             && old != content.sha256()
-            && let Some(text) = old_text(executor, path).await
+            && !old_texts.iter().any(|(_, hash)| hash == old)
         {
-            state.contents.insert(old.clone(), text);
+            old_texts.push((path.as_str(), old.clone()));
         }
         state.resources.insert(
             resource.id.0.clone(),
@@ -113,6 +106,11 @@ async fn observe_host<E: Executor>(executor: &E, resources: &[&Resource]) -> Res
             },
         );
     }
+    for ((_, hash), text) in old_texts.iter().zip(read_old_texts(executor, &old_texts).await) {
+        if let Some(text) = text {
+            state.contents.insert(hash.clone(), text);
+        }
+    }
     Ok(state)
 }
 
@@ -124,9 +122,10 @@ fn facts_file<'f>(desired: &Desired, facts: &'f HostFacts) -> Option<&'f FileSta
 }
 
 /// The observed fingerprint of a resource, in [`Desired::fingerprint`]'s format;
-/// `None` when it is absent.
-fn fingerprint(desired: &Desired, facts: &HostFacts) -> Option<String> {
-    match desired {
+/// `None` when it is absent. A command whose guard holds is as desired; one that
+/// reads its values is fingerprinted by what it read.
+fn fingerprint(resource: &Resource, facts: &HostFacts) -> Option<String> {
+    match &resource.desired {
         Desired::File { path, .. } => match facts.files.get(path)? {
             FileState::File { sha256, meta } => {
                 Some(format!("sha256:{sha256} mode:{:o} owner:{}:{}", meta.mode, meta.owner, meta.group))
@@ -147,35 +146,34 @@ fn fingerprint(desired: &Desired, facts: &HostFacts) -> Option<String> {
             let running = fact.active == service::ActiveState::Active;
             Some(format!("service enabled:{enabled} running:{running}"))
         }
-        Desired::Command { .. } | Desired::Api(_) => None,
+        Desired::Command { reads, .. } => match (facts.commands.get(resource.id.as_str())?, reads) {
+            (CommandFact::Done(true), _) => Some(resource.desired.fingerprint()),
+            (CommandFact::Printed(Some(printed)), Some(reads)) => reads.observed(printed),
+            _ => None,
+        },
+        Desired::Api(_) => None,
     }
 }
 
-/// Whether a command's guard says it has already done its work.
-async fn guard_holds<E: Executor>(
-    executor: &E,
-    creates: Option<&str>,
-    unless: Option<&[String]>,
-) -> Result<bool, String> {
-    if let Some(path) = creates {
-        let argv = vec!["test".to_owned(), "-e".to_owned(), path.to_owned()];
-        let output = executor.exec(&argv).await.map_err(|error| error.to_string())?;
-        if output.success() {
-            return Ok(true);
-        }
+/// The old texts of changed files, all in one remote call: at most [`DIFF_LIMIT`]
+/// bytes each (`None` for a larger or unreadable file: the plan shows no diff).
+async fn read_old_texts<E: Executor>(executor: &E, files: &[(&str, String)]) -> Vec<Option<String>> {
+    // One byte over the limit tells a file at the limit from a longer one.
+    let limit = (DIFF_LIMIT + 1).to_string();
+    let argvs: Vec<Vec<String>> =
+        files.iter().map(|(path, _)| ["head", "-c", &limit, "--", path].map(str::to_owned).to_vec()).collect();
+    let probes: Vec<Probe<'_>> = argvs.iter().map(|argv| Probe::Read(argv)).collect();
+    match command::probe(executor, &probes).await {
+        Ok(facts) => facts
+            .into_iter()
+            .map(|fact| match fact {
+                CommandFact::Printed(Some(text)) if text.len() <= DIFF_LIMIT => Some(text),
+                _ => None,
+            })
+            .collect(),
+        // Diffs are a courtesy: a failure to read them costs the diffs, not the plan.
+        Err(_) => vec![None; files.len()],
     }
-    if let Some(unless) = unless {
-        let output = executor.exec(unless).await.map_err(|error| error.to_string())?;
-        return Ok(output.success());
-    }
-    Ok(false)
-}
-
-async fn old_text<E: Executor>(executor: &E, path: &str) -> Option<String> {
-    let argv = vec!["cat".to_owned(), "--".to_owned(), path.to_owned()];
-    let output = executor.exec(&argv).await.ok()?;
-    let text = output.stdout_text();
-    (output.success() && text.len() <= DIFF_LIMIT).then_some(text)
 }
 
 /// Resource indexes of the graph grouped by target, for callers that need them.
@@ -186,4 +184,138 @@ pub fn by_target(graph: &ResourceGraph) -> HashMap<&str, Vec<usize>> {
         map.entry(resource.target.name.as_str()).or_default().push(index);
     }
     map
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apply::fake::{Call, FakeConnector, Script};
+    use crate::plan::{self, diff::PlanInputs};
+    use crate::resource::{Reads, Target, TargetKind};
+    use crate::transport::{ExitStatus, Output};
+
+    fn words(list: &[&str]) -> Vec<String> {
+        list.iter().map(|word| (*word).to_owned()).collect()
+    }
+
+    fn command(name: &str, creates: Option<String>, unless: Option<Vec<String>>, reads: Option<Reads>) -> Resource {
+        let target = Target { name: "head".to_owned(), kind: TargetKind::Node };
+        Resource::new(
+            target,
+            name,
+            Desired::Command {
+                argv: words(&["true"]),
+                creates,
+                unless,
+                description: name.to_owned(),
+                undo: None,
+                reads,
+            },
+        )
+    }
+
+    fn qos(printed: &[&str]) -> Reads {
+        let mut argv = words(&["printf", "%s\\n"]);
+        argv.extend(words(printed));
+        if printed.is_empty() {
+            argv = words(&["true"]);
+        }
+        Reads {
+            argv,
+            wanted: vec![
+                ("Priority".to_owned(), "1000".to_owned()),
+                ("GrpTRES".to_owned(), "gres/gpu=4".to_owned()),
+                ("Preempt".to_owned(), "borrow".to_owned()),
+            ],
+        }
+    }
+
+    /// A host that runs the command-facts script with the real local `sh`.
+    fn local_sh(_host: &str, argv: &[String]) -> Output {
+        let output = std::process::Command::new(&argv[0]).args(&argv[1..]).output().expect("sh runs");
+        Output {
+            status: ExitStatus::Code(output.status.code().map_or(255, i32::unsigned_abs)),
+            stdout: output.stdout,
+            stderr: output.stderr,
+        }
+    }
+
+    #[tokio::test]
+    async fn every_guard_and_read_of_a_host_is_one_call_and_values_show_old_to_new() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let marker = dir.path().join("it's done").display().to_string();
+        std::fs::write(&marker, "").expect("marker");
+        let resources = vec![
+            command("QOS team-a", None, None, Some(qos(&["1000", "gres/gpu=8", "borrow"]))),
+            command("QOS team-b", None, None, Some(qos(&[]))),
+            command("QOS team-c", None, None, Some(qos(&["1000", "gres/gpu=4", "borrow"]))),
+            command("made", Some(marker), None, None),
+            command("checked", None, Some(words(&["sh", "-c", "echo 'check 5 0'; exit 1"])), None),
+        ];
+        let graph = crate::graph::build(resources).expect("graph");
+        let connector = FakeConnector::new(Script::new(local_sh));
+        let observation = observe(&graph, &connector, "lab", 4, &std::collections::BTreeSet::new()).await;
+        assert!(observation.unreachable.is_empty(), "{:?}", observation.unreachable);
+        let calls = connector.script.calls();
+        assert_eq!(calls.len(), 1, "one remote call for the host: {calls:?}");
+        assert!(matches!(&calls[0], Call::Exec { argv, .. } if argv[3] == "toolkit-command-facts"));
+
+        let plan =
+            plan::diff(&graph, &observation.state, PlanInputs { cluster: "lab".to_owned(), ..PlanInputs::default() });
+        let text = plan::render::text(&plan);
+        assert_eq!(
+            text,
+            "toolkit will perform the following actions on cluster `lab`:\n\n  \
+             ~ command QOS team-a on head  (GrpTRES changed)\n      \
+             GrpTRES  gres/gpu=8 → gres/gpu=4\n  \
+             + command QOS team-b on head  (not applied yet)\n      \
+             Priority  1000\n      \
+             GrpTRES   gres/gpu=4\n      \
+             Preempt   borrow\n  \
+             + command checked on head  (not applied yet)\n\n\
+             Plan: 2 to create, 1 to update, 0 to remove, 2 unchanged.\n"
+        );
+        let json: serde_json::Value = serde_json::from_str(&plan::render::json(&plan).expect("json")).expect("parses");
+        assert_eq!(
+            json["changes"][0]["values"],
+            serde_json::json!([{ "key": "GrpTRES", "before": "gres/gpu=8", "after": "gres/gpu=4" }])
+        );
+        assert_eq!(json["changes"][1]["values"][0], serde_json::json!({ "key": "Priority", "after": "1000" }));
+    }
+
+    #[tokio::test]
+    async fn the_old_texts_of_changed_files_are_read_in_one_call() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let owner = std::process::Command::new("id").arg("-un").output().expect("id runs");
+        let owner = String::from_utf8_lossy(&owner.stdout).trim().to_owned();
+        let file = |name: &str, old: &str, new: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, old).expect("old file");
+            let target = Target { name: "node01".to_owned(), kind: TargetKind::Node };
+            let path = path.display().to_string();
+            Resource::new(
+                target,
+                &path,
+                Desired::File {
+                    path: path.clone(),
+                    content: crate::resource::Content::new(new.to_owned()),
+                    mode: 0o644,
+                    owner: owner.clone(),
+                    group: owner.clone(),
+                    secret: false,
+                    check: None,
+                },
+            )
+        };
+        let resources = vec![file("a.conf", "A=1\n", "A=2\n"), file("b 'c'.conf", "B=1\n", "B=2\n")];
+        let graph = crate::graph::build(resources).expect("graph");
+        let connector = FakeConnector::new(Script::new(local_sh));
+        let observation = observe(&graph, &connector, "lab", 4, &std::collections::BTreeSet::new()).await;
+        assert!(observation.unreachable.is_empty(), "{:?}", observation.unreachable);
+        let mut texts: Vec<&str> = observation.state.contents.values().map(String::as_str).collect();
+        texts.sort_unstable();
+        assert_eq!(texts, ["A=1\n", "B=1\n"]);
+        let calls = connector.script.calls();
+        assert_eq!(calls.len(), 2, "the file probe, then both old texts at once: {calls:?}");
+    }
 }

@@ -303,6 +303,7 @@ mod tests {
                 diff: None,
                 secret: false,
                 disruption: crate::resource::Disruption::None,
+                values: Vec::new(),
             }],
             warnings: Vec::new(),
             rollout: None,

@@ -3,11 +3,12 @@
 //! Stage: observe. Input: an [`Executor`] for one host and what to look at (paths,
 //! packages, units). Output: typed facts ([`file::FileState`],
 //! [`package::PackageState`], [`service::ServiceFact`], [`os::OsFact`],
-//! [`frr::FrrFact`]). Each probe is one remote command for all of its subjects, so a
+//! [`frr::FrrFact`], [`command::CommandFact`]). Each probe is one remote command for all of its subjects, so a
 //! host costs one round trip per fact kind however many resources it has; the
 //! parsers are pure and tested on outputs recorded from real systems
 //! (`tests/fixtures/facts/`). Plan compares; apply changes; facts only read.
 
+pub mod command;
 pub mod file;
 pub mod frr;
 pub mod os;
@@ -110,10 +111,13 @@ pub struct HostFacts {
     pub packages: Option<package::PackageFacts>,
     /// By unit name: every service resource.
     pub services: HashMap<String, service::ServiceFact>,
+    /// By resource id: every command's guard or read (none for a command without either).
+    pub commands: HashMap<String, command::CommandFact>,
 }
 
-/// Reads the facts for `resources` (all on `executor`'s host): one probe per kind,
-/// the kinds run concurrently over the one connection.
+/// Reads the facts for `resources` (all on `executor`'s host): one probe per kind
+/// (every command's guard or read in one), the kinds run concurrently over the one
+/// connection.
 ///
 /// # Errors
 /// The first probe that fails.
@@ -121,11 +125,21 @@ pub async fn gather<E: Executor>(executor: &E, resources: &[&Resource]) -> Resul
     let mut paths = Vec::new();
     let mut packages = Vec::new();
     let mut units = Vec::new();
+    let mut commands = Vec::new();
+    let mut command_ids = Vec::new();
     for resource in resources {
         match &resource.desired {
             Desired::File { path, .. } | Desired::Directory { path, .. } => paths.push(path.clone()),
             Desired::Package { name } => packages.push(name.clone()),
             Desired::Service { name, .. } => units.push(name.clone()),
+            Desired::Command { reads: Some(reads), .. } => {
+                commands.push(command::Probe::Read(&reads.argv));
+                command_ids.push(resource.id.0.clone());
+            }
+            Desired::Command { creates, unless, .. } if creates.is_some() || unless.is_some() => {
+                commands.push(command::Probe::Guard { creates: creates.as_deref(), unless: unless.as_deref() });
+                command_ids.push(resource.id.0.clone());
+            }
             Desired::Command { .. } | Desired::Api(_) => {}
         }
     }
@@ -134,10 +148,12 @@ pub async fn gather<E: Executor>(executor: &E, resources: &[&Resource]) -> Resul
         async { if packages.is_empty() { Ok(None) } else { package::probe(executor, &packages).await.map(Some) } };
     let service_facts =
         async { if units.is_empty() { Ok(Vec::new()) } else { service::probe(executor, &units).await } };
-    let (files, packages, services) = tokio::try_join!(files, package_facts, service_facts)?;
+    let (files, packages, services, commands) =
+        tokio::try_join!(files, package_facts, service_facts, command::probe(executor, &commands))?;
     Ok(HostFacts {
         files: paths.into_iter().zip(files).collect(),
         packages,
         services: services.into_iter().map(|fact| (fact.unit.clone(), fact)).collect(),
+        commands: command_ids.into_iter().zip(commands).collect(),
     })
 }

@@ -44,6 +44,7 @@ pub fn diff(desired: &[ApiDesired], observed: &Observed) -> Vec<Change> {
                 diff: None,
                 secret: false,
                 disruption: crate::resource::Disruption::None,
+                values: Vec::new(),
             }
         })
         .collect()

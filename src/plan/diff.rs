@@ -12,9 +12,9 @@ use similar::TextDiff;
 
 use super::removal;
 use super::state::State;
-use super::{Action, Baseline, Change, PLAN_FORMAT_VERSION, Plan, Summary};
+use super::{Action, Baseline, Change, PLAN_FORMAT_VERSION, Plan, Summary, ValueChange};
 use crate::graph::ResourceGraph;
-use crate::resource::{Desired, OnChange, Resource};
+use crate::resource::{Desired, OnChange, Resource, values_of};
 
 /// Identity of the inputs, recorded in the plan.
 #[derive(Debug, Clone, Default)]
@@ -47,6 +47,21 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
             }
             Some(recorded) => (Action::Update, describe_update(&recorded.fingerprint, &after)),
         };
+        let values = match &resource.desired {
+            Desired::Command { reads: Some(_), .. } if matches!(action, Action::Create | Action::Update) => {
+                value_changes(recorded.map(|r| r.fingerprint.as_str()), &after)
+            }
+            _ => Vec::new(),
+        };
+        if action == Action::Update && !values.is_empty() {
+            let keys: Vec<&str> = values.iter().map(|value| value.key.as_str()).collect();
+            reason = if values.iter().all(|value| value.before.is_none()) {
+                // A state written before the command read its values: only a hash is known.
+                "values not recorded before".to_owned()
+            } else {
+                format!("{} changed", keys.join(", "))
+            };
+        }
         if let Desired::Service { watches, on_change, .. } = &resource.desired
             && action == Action::NoOp
             && let Some(file) = watches.iter().find(|w| changed_files.contains(w.as_str()))
@@ -91,6 +106,7 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
             diff: file_diff,
             secret,
             disruption: crate::resource::Disruption::None,
+            values,
         });
     }
     // Only a recorded state can have resources no longer desired.
@@ -145,6 +161,24 @@ fn describe_update(before: &str, after: &str) -> String {
         })
         .collect();
     if changed.is_empty() { "changed".to_owned() } else { format!("{} changed", changed.join(", ")) }
+}
+
+/// The values of a value-setting command that change: every one when nothing (or
+/// no values) was there before, else those that differ.
+fn value_changes(before: Option<&str>, after: &str) -> Vec<ValueChange> {
+    let Some(after) = values_of(after) else { return Vec::new() };
+    let before: Option<HashMap<String, String>> = before.and_then(values_of).map(|values| values.into_iter().collect());
+    after
+        .into_iter()
+        .filter_map(|(key, after)| {
+            let before = before.as_ref().map(|values| values.get(&key).cloned());
+            match before {
+                Some(Some(before)) if before == after => None,
+                Some(before) => Some(ValueChange { key, before, after }),
+                None => Some(ValueChange { key, before: None, after }),
+            }
+        })
+        .collect()
 }
 
 fn file_name(id: &str) -> &str {
@@ -272,6 +306,50 @@ mod tests {
         }
         let changed = plan(vec![loose], &state);
         assert_eq!(changed.changes[0].action, Action::Update);
+    }
+
+    fn limits(gpus: &str) -> Resource {
+        Resource::new(
+            node(),
+            "qos-team-a",
+            Desired::Command {
+                argv: vec!["sacctmgr".into()],
+                creates: None,
+                unless: None,
+                description: "QOS `team-a`".into(),
+                undo: Some(Vec::new()),
+                reads: Some(crate::resource::Reads {
+                    argv: vec!["sacctmgr".into()],
+                    wanted: vec![("Priority".into(), "10".into()), ("GrpTRES".into(), gpus.into())],
+                }),
+            },
+        )
+    }
+
+    #[test]
+    fn a_value_setting_command_shows_each_changed_value_old_to_new() {
+        let mut state = State::empty("lab");
+        state.record(&limits("gres/gpu=8"));
+        let changed = plan(vec![limits("gres/gpu=4")], &state);
+        let change = &changed.changes[0];
+        assert_eq!((change.action, change.reason.as_str()), (Action::Update, "GrpTRES changed"));
+        assert_eq!(
+            change.values,
+            [ValueChange { key: "GrpTRES".into(), before: Some("gres/gpu=8".into()), after: "gres/gpu=4".into() }]
+        );
+        let same = plan(vec![limits("gres/gpu=8")], &state);
+        assert!(same.changes[0].values.is_empty() && same.changes[0].action == Action::NoOp);
+
+        // A state recorded before commands read their values holds only a hash.
+        let mut old = State::empty("lab");
+        old.record(&limits("gres/gpu=8"));
+        if let Some(recorded) = old.resources.values_mut().next() {
+            recorded.fingerprint = "command:0123456789abcdef".into();
+        }
+        let unknown = plan(vec![limits("gres/gpu=4")], &old);
+        assert_eq!(unknown.changes[0].reason, "values not recorded before");
+        assert_eq!(unknown.changes[0].values.len(), 2);
+        assert!(unknown.changes[0].values.iter().all(|value| value.before.is_none()));
     }
 
     #[test]

@@ -359,6 +359,7 @@ mod tests {
             diff: None,
             secret: false,
             disruption: Disruption::None,
+            values: Vec::new(),
         };
         let unit = Desired::Service {
             name: "lldpd".into(),

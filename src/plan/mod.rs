@@ -86,11 +86,27 @@ pub struct Change {
     /// What the change does to running work (absent: `none`).
     #[serde(default, skip_serializing_if = "is_none")]
     pub disruption: Disruption,
+    /// The values a value-setting command sets: on create every one, on update those
+    /// that differ, each with its value before and after.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<ValueChange>,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde passes a reference
 fn is_none(disruption: &Disruption) -> bool {
     *disruption == Disruption::None
+}
+
+/// One value a command sets, before → after (`GrpTRES`: `gres/gpu=8` → `gres/gpu=4`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ValueChange {
+    /// The field's name, as the command's tool spells it.
+    pub key: String,
+    /// The value read now (or recorded); absent when the object is not there yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    /// The value the command sets.
+    pub after: String,
 }
 
 /// Counts per action.

@@ -174,6 +174,7 @@ pub fn changes(state: &State, desired: &HashSet<&str, RandomState>, api: bool) -
                 diff: None,
                 secret: recorded.secret,
                 disruption: crate::resource::Disruption::None,
+                values: Vec::new(),
                 id: removal.id,
                 target: removal.target,
             })
@@ -219,6 +220,7 @@ mod tests {
                 unless: None,
                 description: format!("create {name}"),
                 undo,
+                reads: None,
             },
         )
     }

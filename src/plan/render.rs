@@ -11,7 +11,7 @@ use indexmap::IndexMap;
 use tabled::settings::Style;
 use tabled::{Table, Tabled};
 
-use super::{Action, Change, Plan, RolloutPlan};
+use super::{Action, Change, Plan, RolloutPlan, ValueChange};
 use crate::model::hostlist;
 use crate::resource::Disruption;
 
@@ -19,15 +19,34 @@ use crate::resource::Disruption;
 /// of a change: equal keys fold into one entry.
 type GroupKey<'a> = (&'a str, &'a str, Action, &'a str, Option<Cow<'a, str>>);
 
-/// What an entry shows under its line: a file's diff, or an API object's values.
+/// What an entry shows under its line: a file's diff, a command's values, or an API
+/// object's values.
 fn detail(change: &Change) -> Option<Cow<'_, str>> {
     if let Some(diff) = &change.diff {
         return Some(Cow::Borrowed(diff));
+    }
+    if !change.values.is_empty() {
+        return Some(Cow::Owned(values_text(&change.values)));
     }
     crate::resource::api::is_api_kind(&change.kind).then(|| {
         let show = |value: &Option<String>| value.clone().unwrap_or_else(|| "(absent)".to_owned());
         Cow::Owned(format!("{} → {}", show(&change.before), show(&change.after)))
     })
+}
+
+/// One line per value, keys aligned: `key before → after`, or `key after` when
+/// nothing was there before. An empty value shows as `""`.
+fn values_text(values: &[ValueChange]) -> String {
+    let width = values.iter().map(|value| value.key.chars().count()).max().unwrap_or(0);
+    let show = |value: &str| if value.is_empty() { "\"\"".to_owned() } else { value.to_owned() };
+    let mut text = String::new();
+    for ValueChange { key, before, after } in values {
+        let _ = match before {
+            Some(before) => writeln!(text, "{key:<width$}  {} → {}", show(before), show(after)),
+            None => writeln!(text, "{key:<width$}  {}", show(after)),
+        };
+    }
+    text
 }
 
 /// The plan as text: one entry per distinct change, its targets compressed.

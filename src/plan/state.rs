@@ -333,6 +333,7 @@ mod tests {
                     unless: None,
                     description: "create QOS `team-b`".into(),
                     undo,
+                    reads: None,
                 },
             )
         };

@@ -1,11 +1,12 @@
 //! Resource builders shared by the render modules: a root-owned file, a service,
-//! a package, and a command run once per content of a file.
+//! a package, a command run once per content of a file, and `sysctl -p` of a file
+//! run when a value it sets differs.
 //!
 //! Stage: render. Input: a target and what the resource holds. Output: one
 //! [`Resource`]. It imports no render module, so every render module can import it
 //! without an import circle.
 
-use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target};
+use crate::resource::{Content, Desired, OnChange, Reads, Resource, ResourceId, Target};
 
 /// Where [`apply_once`] keeps its markers.
 pub const APPLIED_DIR: &str = "/var/lib/toolkit/applied";
@@ -32,8 +33,43 @@ pub(crate) fn apply_once(
             unless: None,
             description: description.to_owned(),
             undo: None,
+            reads: None,
         },
     )
+}
+
+/// `sysctl -p PATH`, run when a value the sysctl.d file at `path` sets differs from
+/// the running kernel's (read with `sysctl -n KEY…`), so a plan shows each key old →
+/// new and a value changed by hand since is set again. Keys and values come from the
+/// rendered `content` itself, the one source of both. No undo: the kernel's previous
+/// values are not known, and the file's removal takes effect at the next boot.
+pub(crate) fn sysctl_apply(target: &Target, name: &str, path: &str, content: &Content, description: &str) -> Resource {
+    let wanted = sysctl_settings(content.text());
+    let mut read = vec!["sysctl".to_owned(), "-n".to_owned()];
+    read.extend(wanted.iter().map(|(key, _)| key.clone()));
+    Resource::new(
+        target.clone(),
+        name,
+        Desired::Command {
+            argv: vec!["sysctl".to_owned(), "-p".to_owned(), path.to_owned()],
+            creates: None,
+            unless: None,
+            description: description.to_owned(),
+            undo: None,
+            reads: Some(Reads { argv: read, wanted }),
+        },
+    )
+}
+
+/// `key = value` lines of a sysctl.d file (sysctl.d(5)): comments and blank lines
+/// skipped, a leading `-` (ignore errors) dropped.
+fn sysctl_settings(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with(['#', ';']))
+        .filter_map(|line| line.split_once('='))
+        .map(|(key, value)| (key.trim().trim_start_matches('-').to_owned(), value.trim().to_owned()))
+        .collect()
 }
 
 /// A root-owned, non-secret file without a check command.
@@ -79,4 +115,38 @@ pub(crate) fn service(target: &Target, name: &str, watches: Vec<ResourceId>, on_
 /// A package installed by the OS package manager.
 pub(crate) fn package(target: &Target, name: &str) -> Resource {
     Resource::new(target.clone(), name, Desired::Package { name: name.to_owned() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::TargetKind;
+
+    #[test]
+    fn sysctl_apply_reads_the_keys_its_file_sets() {
+        let text = "# comment\n; other comment\n\nnet.ipv4.ip_forward = 1\n-net/ipv4/conf/all/rp_filter=2\nkernel.x = a \t b\n";
+        assert_eq!(
+            sysctl_settings(text),
+            [
+                ("net.ipv4.ip_forward".to_owned(), "1".to_owned()),
+                ("net/ipv4/conf/all/rp_filter".to_owned(), "2".to_owned()),
+                ("kernel.x".to_owned(), "a \t b".to_owned()),
+            ]
+        );
+        let target = Target { name: "node01".to_owned(), kind: TargetKind::Node };
+        let content = Content::new("net.ipv4.ip_forward = 1\nnet/ipv4/conf/all/rp_filter = 2\n".to_owned());
+        let resource = sysctl_apply(&target, "sysctl-test", "/etc/sysctl.d/t.conf", &content, "apply");
+        let Desired::Command { argv, reads: Some(reads), creates: None, unless: None, .. } = &resource.desired else {
+            panic!("{resource:?}");
+        };
+        assert_eq!(argv, &["sysctl", "-p", "/etc/sysctl.d/t.conf"]);
+        assert_eq!(reads.argv, ["sysctl", "-n", "net.ipv4.ip_forward", "net/ipv4/conf/all/rp_filter"]);
+        // This machine's sysctl prints one line per key, in order, whatever the values.
+        if let Ok(output) = std::process::Command::new(&reads.argv[0]).args(&reads.argv[1..]).output()
+            && output.status.success()
+        {
+            let printed = String::from_utf8_lossy(&output.stdout);
+            assert!(reads.observed(&printed).is_some(), "{printed:?}");
+        }
+    }
 }

@@ -349,7 +349,7 @@ fn command(target: &Target, name: &str, argv: Vec<String>, guard: Guard, descrip
     Resource::new(
         target.clone(),
         name,
-        Desired::Command { argv, creates, unless, description: description.to_owned(), undo: None },
+        Desired::Command { argv, creates, unless, description: description.to_owned(), undo: None, reads: None },
     )
 }
 

@@ -26,7 +26,7 @@ use serde::Serialize;
 use crate::blueprint::schema::{FabricKind, FilesystemKind};
 use crate::inventory::Inventory;
 use crate::model::{Filesystem, Model, Node, network};
-use crate::render::common::{apply_once, file, package, service};
+use crate::render::common::{apply_once, file, package, service, sysctl_apply};
 use crate::render::links::{LinkName, LinkNamer};
 use crate::render::switch;
 use crate::render::{RenderError, Renderer};
@@ -341,11 +341,11 @@ impl<'a> RailRenderer<'a> {
         if let Some(Some(sysctl)) = self.sysctl.get(node.group) {
             let sysctl_file = file(target, RAILS_SYSCTL, sysctl.clone(), 0o644);
             // After netplan: per-interface keys fail until the (renamed) interfaces exist.
-            let sysctl_apply = apply_once(
+            let sysctl_apply = sysctl_apply(
                 target,
                 "sysctl-rails",
+                RAILS_SYSCTL,
                 sysctl,
-                &format!("sysctl -p {RAILS_SYSCTL}"),
                 "apply ARP and reverse-path settings of the rail interfaces",
             )
             .after([sysctl_file.id.clone(), netplan_apply_id]);

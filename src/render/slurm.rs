@@ -25,7 +25,7 @@ use crate::inventory::{Inventory, SecretRef};
 use crate::model::Model;
 use crate::model::slurm::{self as slurm_model, SlurmConfig, SlurmHost};
 use crate::render::{RenderError, Renderer};
-use crate::resource::{Content, Desired, Disruption, OnChange, Resource, ResourceId, Target, TargetKind};
+use crate::resource::{Content, Desired, Disruption, OnChange, Reads, Resource, ResourceId, Target, TargetKind};
 
 /// Templates of this module: `(name under templates/, text)`.
 pub const TEMPLATES: &[(&str, &str)] = &[
@@ -249,6 +249,7 @@ grep -qx "c /dev/nvidia$1 0666 root root - 195:$1" /etc/tmpfiles.d/toolkit-fake-
                 "create /dev/nvidia0-{last} for Slurm's GRES, and at every boot (fake_gpu_devices: no GPUs here)"
             ),
             undo: None,
+            reads: None,
         },
     )
 }
@@ -325,7 +326,7 @@ fn command(host: &str, name: &str, argv: Vec<String>, unless: Vec<String>, descr
     Resource::new(
         node(host),
         name,
-        Desired::Command { argv, creates: None, unless: Some(unless), description, undo: None },
+        Desired::Command { argv, creates: None, unless: Some(unless), description, undo: None, reads: None },
     )
 }
 
@@ -514,10 +515,11 @@ fn sacctmgr_shows(query: &[&str]) -> Vec<String> {
     joined(strings(["sh", "-c", &script, "sh"]), query)
 }
 
-/// Guard: `sacctmgr -n -P ARGS…` prints exactly `expected` (values as sacctmgr 22.05 shows them).
-fn sacctmgr_prints(expected: &str, query: &[&str]) -> Vec<String> {
-    let script = format!(r#"{HAS_CONFIG}expected=$1; shift; test "$(sacctmgr -n -P "$@")" = "$expected""#);
-    joined(strings(["sh", "-c", &script, "sh", expected]), query)
+/// Read: what `sacctmgr -n -P ARGS…` prints, one value per line (`-P` separates
+/// them with `|`, which no value of a QOS or association holds).
+fn sacctmgr_values(query: &[&str]) -> Vec<String> {
+    let script = format!(r#"{HAS_CONFIG}sacctmgr -n -P "$@" | tr '|' '\n'"#);
+    joined(strings(["sh", "-c", &script, "sh"]), query)
 }
 
 /// `sacctmgr -i ARGS…` (no confirmation prompt).
@@ -754,7 +756,8 @@ fn delete_accounting(object: &Accounting<'_>) -> Vec<String> {
     strings(["sh", "-c", DELETE_ACCOUNTING, "toolkit-delete-accounting", kind, name, account, cluster])
 }
 
-/// `sacctmgr -i MODIFY… set K=V…`, skipped when `SHOW… format=K,…` prints `V|…`.
+/// `sacctmgr -i MODIFY… set K=V…`, run when `SHOW… format=K,…` prints other values
+/// than `V|…` (values as sacctmgr 22.05 shows them); a plan shows each `K` old → new.
 fn set_command(
     host: &str,
     name: &str,
@@ -767,10 +770,24 @@ fn set_command(
     let mut argv: Vec<&str> = modify.to_vec();
     argv.extend(assignments.iter().map(String::as_str));
     let format = format!("format={}", fields.iter().map(|(key, _)| *key).collect::<Vec<_>>().join(","));
-    let expected = fields.iter().map(|(_, value)| value.as_str()).collect::<Vec<_>>().join("|");
     let mut show_args: Vec<&str> = show.to_vec();
     show_args.push(&format);
-    command(host, name, sacctmgr(&argv), sacctmgr_prints(&expected, &show_args), description)
+    let reads = Reads {
+        argv: sacctmgr_values(&show_args),
+        wanted: fields.iter().map(|(key, value)| ((*key).to_owned(), value.clone())).collect(),
+    };
+    Resource::new(
+        node(host),
+        name,
+        Desired::Command {
+            argv: sacctmgr(&argv),
+            creates: None,
+            unless: None,
+            description,
+            undo: None,
+            reads: Some(reads),
+        },
+    )
 }
 
 #[cfg(test)]
@@ -857,7 +874,10 @@ mod tests {
                 Desired::Service { watches, .. } => {
                     format!("watches [{}]", watches.iter().map(ResourceId::as_str).collect::<Vec<_>>().join(", "))
                 }
-                Desired::Command { argv, unless, .. } => format!("{argv:?} unless {unless:?}"),
+                Desired::Command { argv, unless, reads: None, .. } => format!("{argv:?} unless {unless:?}"),
+                Desired::Command { argv, reads: Some(reads), .. } => {
+                    format!("{argv:?} reads {:?} wanting {:?}", reads.argv, reads.wanted)
+                }
                 Desired::Package { .. } | Desired::Directory { .. } | Desired::Api(_) => String::new(),
             };
             let after = resource.depends_on.iter().map(ResourceId::as_str).collect::<Vec<_>>().join(", ");
@@ -1008,22 +1028,33 @@ mod tests {
         std::fs::write(&stub, "#!/bin/sh\nexit 1\n").expect("write stub");
         std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
         let path = format!("{}:{}", dir.path().display(), std::env::var("PATH").unwrap_or_default());
-        let mut checked = 0;
+        let (mut guards, mut reads) = (0, 0);
         for resource in lab_resources() {
-            let Desired::Command { unless: Some(guard), .. } = &resource.desired else { continue };
+            let (guard, is_read) = match &resource.desired {
+                Desired::Command { unless: Some(guard), .. } => (guard, false),
+                Desired::Command { reads: Some(read), .. } => (&read.argv, true),
+                _ => continue,
+            };
             if !guard.iter().any(|word| word.contains("sacctmgr")) {
                 continue;
             }
-            let status = std::process::Command::new(&guard[0])
+            let output = std::process::Command::new(&guard[0])
                 .args(&guard[1..])
                 .env("PATH", &path)
                 .env("SLURM_CONF", dir.path().join("no-slurm.conf"))
-                .status()
+                .output()
                 .expect("guard runs");
-            assert!(!status.success(), "{}: guard passes without slurm.conf: {guard:?}", resource.id);
-            checked += 1;
+            if is_read {
+                // Nothing read: the object is absent, the plan creates it.
+                assert!(output.stdout.is_empty(), "{}: reads a value without slurm.conf: {guard:?}", resource.id);
+                reads += 1;
+            } else {
+                assert!(!output.status.success(), "{}: guard passes without slurm.conf: {guard:?}", resource.id);
+                guards += 1;
+            }
         }
-        assert_eq!(checked, 15, "ready, cluster, tres, 3 QOS × 2, 2 accounts × 2, 2 users");
+        assert_eq!(guards, 10, "ready, cluster, tres, 3 QOS, 2 accounts, 2 users");
+        assert_eq!(reads, 5, "the settings of 3 QOS and 2 accounts");
     }
 
     fn position(graph: &crate::graph::ResourceGraph, id: &str) -> usize {
@@ -1065,8 +1096,9 @@ mod tests {
         let password = secrets().db_password.expect("test password");
         for resource in &resources {
             match &resource.desired {
-                Desired::Command { argv, unless, description, .. } => {
-                    let all = argv.iter().chain(unless.iter().flatten()).chain([description]);
+                Desired::Command { argv, unless, description, reads, .. } => {
+                    let read = reads.iter().flat_map(|reads| &reads.argv);
+                    let all = argv.iter().chain(unless.iter().flatten()).chain(read).chain([description]);
                     assert!(all.into_iter().all(|arg| !arg.contains(&password)), "{} shows the password", resource.id);
                 }
                 Desired::File { content, secret, path, .. } if content.text().contains(&password) => {

@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::blueprint::schema::{FabricKind, InfinibandSpec, RoceMode, RoceQos, SubnetManagerKind};
 use crate::inventory::{Inventory, SwitchOs};
 use crate::model::Model;
-use crate::render::common::{apply_once, owned_file, package};
+use crate::render::common::{apply_once, owned_file, package, sysctl_apply};
 use crate::render::links::{LinkName, LinkNamer};
 use crate::render::{RenderError, Renderer};
 use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target, TargetKind};
@@ -376,11 +376,11 @@ fn render_frr(
         *check = Some(["vtysh", "--dryrun", "-f", "{}"].map(str::to_owned).to_vec());
     }
     let sysctl = owned_file(&target, FRR_SYSCTL, shared.sysctl.clone(), 0o644, "root", "root");
-    let sysctl_apply = apply_once(
+    let sysctl_apply = sysctl_apply(
         &target,
         FRR_SYSCTL_APPLY,
+        FRR_SYSCTL,
         &shared.sysctl,
-        &format!("sysctl -p {FRR_SYSCTL}"),
         "apply forwarding and IPv6 sysctls (BGP unnumbered needs IPv6 link-local)",
     )
     .after([sysctl.id.clone()]);
@@ -460,6 +460,7 @@ fn bgp_verify(target: &Target, sessions: usize) -> Resource {
             description: format!("wait until the switch's {sessions} BGP session(s) are Established"),
             // A wait changes nothing on the switch.
             undo: Some(Vec::new()),
+            reads: None,
         },
     )
 }

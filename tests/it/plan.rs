@@ -207,6 +207,22 @@ fn dropping_topology_and_a_tenant_plans_their_removal_in_reverse_order() {
 }
 
 #[test]
+fn a_changed_guarantee_shows_the_qos_limit_old_to_new() {
+    let from = "{ name: team-a, users: [alice], guaranteed_gpus: 8,";
+    let plan = offline_plan_after_edit("lab.yaml", &[(from, "{ name: team-a, users: [alice], guaranteed_gpus: 4,")]);
+    let changed: Vec<&serde_json::Value> =
+        plan["changes"].as_array().expect("changes").iter().filter(|c| c["action"] != "no-op").collect();
+    let ids: Vec<&str> = changed.iter().map(|c| c["id"].as_str().unwrap_or_default()).collect();
+    assert_eq!(ids, ["head:command:sacctmgr-qos-team-a-settings"], "{plan}");
+    assert_eq!(changed[0]["action"], "update");
+    assert_eq!(changed[0]["reason"], "GrpTRES changed");
+    assert_eq!(
+        changed[0]["values"],
+        serde_json::json!([{ "key": "GrpTRES", "before": "gres/gpu=8", "after": "gres/gpu=4" }])
+    );
+}
+
+#[test]
 fn out_dir_holds_every_rendered_file_and_no_secret() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("rendered");

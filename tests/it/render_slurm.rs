@@ -336,14 +336,15 @@ fn sandboxed(argv: &[String], sandbox: &Sandbox, mariadb_socket: &str) -> Vec<St
 }
 
 /// Runs every command of `resources` in graph order, as apply would: a command
-/// runs only when its guard fails, and must succeed and satisfy its guard after.
-/// Services come up when the walk reaches them. Returns the ids that ran.
+/// runs only when its guard fails (or, for one that reads its values, when they
+/// differ), and must succeed and satisfy its guard after. Services come up when the
+/// walk reaches them. Returns the ids that ran, each with the values it read first.
 fn apply_commands(
     resources: Vec<toolkit::resource::Resource>,
     sandbox: &mut Sandbox,
     mariadb_socket: &str,
     mut start_service: impl FnMut(&str, &mut Sandbox),
-) -> Vec<String> {
+) -> Vec<(String, Option<String>)> {
     let graph = graph::build(resources).expect("acyclic graph");
     let conf = sandbox.path("slurm.conf");
     let mut ran = Vec::new();
@@ -351,13 +352,24 @@ fn apply_commands(
         let resource = &graph.resources[index];
         match &resource.desired {
             Desired::Service { name, .. } if resource.target.name == "head" => start_service(name, sandbox),
-            Desired::Command { argv, unless, .. } => {
+            Desired::Command { argv, unless, reads, .. } => {
                 let run = |argv: &[String]| -> Output {
                     let argv = sandboxed(argv, sandbox, mariadb_socket);
                     Command::new(&argv[0]).args(&argv[1..]).env("SLURM_CONF", &conf).output().expect("command runs")
                 };
-                let guard = unless.as_deref().expect("every bootstrap command has a guard");
-                if run(guard).status.success() {
+                // (done, what a read printed as a fingerprint)
+                let check = || {
+                    if let Some(reads) = reads {
+                        let output = run(&reads.argv);
+                        let observed = reads.observed(&String::from_utf8_lossy(&output.stdout));
+                        (output.status.success() && observed == Some(reads.fingerprint()), observed)
+                    } else {
+                        let guard = unless.as_deref().expect("every bootstrap command has a guard or reads");
+                        (run(guard).status.success(), None)
+                    }
+                };
+                let (done, before) = check();
+                if done {
                     continue;
                 }
                 let output = run(argv);
@@ -369,8 +381,8 @@ fn apply_commands(
                     String::from_utf8_lossy(&output.stderr),
                     sandbox.logs()
                 );
-                assert!(run(guard).status.success(), "{}: its guard still fails after it ran", resource.id);
-                ran.push(resource.id.to_string());
+                assert!(check().0, "{}: its guard still fails after it ran", resource.id);
+                ran.push((resource.id.to_string(), before));
             }
             _ => {}
         }
@@ -515,7 +527,11 @@ fn accounting_bootstrap_converges_on_real_slurmdbd() {
     // A changed guarantee reruns exactly the command that sets it.
     let (_, resources, _) = render_lab(12, overrides);
     let third = apply_commands(resources, &mut sandbox, &mariadb_socket, |_, _| {});
-    assert_eq!(third, ["head:command:sacctmgr-qos-team-a-settings"]);
+    let ids: Vec<&str> = third.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["head:command:sacctmgr-qos-team-a-settings"]);
+    // What a plan shows as before: the values sacctmgr printed, the old limit among them.
+    let before = third[0].1.as_deref().and_then(toolkit::resource::values_of).expect("the QOS was read");
+    assert!(before.contains(&("GrpTRES".to_owned(), "gres/gpu=8".to_owned())), "{before:?}");
     let qos = Command::new(sacctmgr)
         .args(["-n", "-P", "show", "qos", "where", "name=team-a", "format=GrpTRES"])
         .env("SLURM_CONF", &conf)

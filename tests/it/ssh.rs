@@ -353,6 +353,7 @@ fn workload(hosts: &Hosts, count: usize) -> Vec<Resource> {
                     unless: None,
                     description: "hash the files".to_owned(),
                     undo: None,
+                    reads: None,
                 },
             )
             .after(files),
