@@ -260,7 +260,7 @@ fn change_class(change: &Change, resource: Option<(&Desired, Disruption)>) -> Di
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::graph;
     use crate::plan::diff::{PlanInputs, diff};
@@ -271,7 +271,8 @@ mod tests {
         Target { name: name.to_owned(), kind: TargetKind::Node }
     }
 
-    fn file(host: &str, path: &str, text: &str, disruption: Disruption) -> Resource {
+    /// A root-owned 0644 file on node `host` whose change has `disruption`.
+    pub(crate) fn file(host: &str, path: &str, text: &str, disruption: Disruption) -> Resource {
         Resource::new(
             target(host),
             path,

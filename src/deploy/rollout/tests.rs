@@ -12,6 +12,7 @@ use crate::deploy::scheduler::{Job, SchedulerError};
 use crate::graph;
 use crate::plan::diff::{PlanInputs, diff};
 use crate::plan::disruption::classify;
+use crate::plan::disruption::tests::file;
 use crate::resource::{Content, Resource, Target, TargetKind};
 
 const RAILS: &str = "/etc/netplan/60-toolkit-rails.yaml";
@@ -145,23 +146,6 @@ impl NodeHooks for Hooks {
             })
             .collect()
     }
-}
-
-fn file(host: &str, path: &str, text: &str, disruption: Disruption) -> Resource {
-    Resource::new(
-        Target { name: host.into(), kind: TargetKind::Node },
-        path,
-        Desired::File {
-            path: path.into(),
-            content: Content::new(text.into()),
-            mode: 0o644,
-            owner: "root".into(),
-            group: "root".into(),
-            secret: false,
-            check: None,
-        },
-    )
-    .disrupts(disruption)
 }
 
 /// A head with slurm.conf and `nodes` with a rail file and slurm.conf; `rails`
