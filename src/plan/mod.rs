@@ -14,6 +14,7 @@ pub mod files;
 pub mod removal;
 pub mod render;
 pub mod state;
+pub mod undo;
 
 use serde::{Deserialize, Serialize};
 

@@ -9,104 +9,11 @@
 use std::collections::HashSet;
 
 use foldhash::fast::RandomState;
-use serde::{Deserialize, Serialize};
+
+pub use super::undo::Undo;
 
 use super::state::{Recorded, State};
 use super::{Action, Change};
-use crate::resource::Desired;
-
-/// What undoing an applied resource takes. Recorded when it is applied, because
-/// once it leaves the blueprint nothing else knows.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "action", rename_all = "kebab-case")]
-pub enum Undo {
-    /// Delete the file (a unit file also reloads systemd).
-    DeleteFile {
-        /// Absolute path.
-        path: String,
-    },
-    /// Delete the directory when it is empty; one with files toolkit did not write
-    /// is left in place.
-    DeleteDirectory {
-        /// Absolute path.
-        path: String,
-    },
-    /// Stop and disable the unit; its unit file goes with its own file resource,
-    /// when toolkit wrote it.
-    StopService {
-        /// Unit name without `.service`.
-        unit: String,
-    },
-    /// Run the command's declared undo; an empty `argv` has nothing to undo.
-    Run {
-        /// Program and arguments, each quoted when sent to a shell.
-        argv: Vec<String>,
-    },
-    /// Packages stay installed: other software may need them.
-    KeepPackage {
-        /// Package name.
-        name: String,
-    },
-    /// An object behind an API (power, BIOS, instance): the API stage and
-    /// `toolkit destroy` deal with it, not the SSH stage.
-    Api,
-}
-
-impl Undo {
-    /// The undo of `desired`; `None` for a command that declares none.
-    #[must_use]
-    pub fn of(desired: &Desired) -> Option<Self> {
-        Some(match desired {
-            Desired::File { path, .. } => Self::DeleteFile { path: path.clone() },
-            Desired::Directory { path, .. } => Self::DeleteDirectory { path: path.clone() },
-            Desired::Service { name, .. } => Self::StopService { unit: name.clone() },
-            Desired::Package { name } => Self::KeepPackage { name: name.clone() },
-            Desired::Command { undo, .. } => Self::Run { argv: undo.clone()? },
-            Desired::Api(_) => Self::Api,
-        })
-    }
-
-    /// The undo of a record from a state file written before undos were kept:
-    /// files, directories, units and packages are named by their id
-    /// (`<target>:<kind>:<name>`); a command's undo cannot be known.
-    #[must_use]
-    pub fn derived(id: &str, recorded: &Recorded) -> Option<Self> {
-        let name = id.splitn(3, ':').nth(2)?.to_owned();
-        match recorded.kind.as_str() {
-            "file" => Some(Self::DeleteFile { path: name }),
-            "dir" => Some(Self::DeleteDirectory { path: name }),
-            "service" => Some(Self::StopService { unit: name }),
-            "package" => Some(Self::KeepPackage { name }),
-            "command" => None,
-            _ => Some(Self::Api),
-        }
-    }
-
-    /// Whether applying the removal runs something on the host.
-    #[must_use]
-    pub fn acts(&self) -> bool {
-        match self {
-            Self::DeleteFile { .. } | Self::DeleteDirectory { .. } | Self::StopService { .. } => true,
-            Self::Run { argv } => !argv.is_empty(),
-            Self::KeepPackage { .. } | Self::Api => false,
-        }
-    }
-
-    /// What the plan says will happen (`None`: a command without an undo).
-    #[must_use]
-    pub fn reason(undo: Option<&Self>) -> &'static str {
-        match undo {
-            None => "left in place: no undo",
-            Some(Self::DeleteFile { .. }) => "no longer in the blueprint: delete",
-            Some(Self::DeleteDirectory { .. }) => "no longer in the blueprint: delete if empty",
-            Some(Self::StopService { .. }) => "no longer in the blueprint: stop and disable",
-            Some(Self::Run { argv }) if argv.is_empty() => "no longer in the blueprint: nothing to undo",
-            Some(Self::Run { .. }) => "no longer in the blueprint: run its undo",
-            Some(Self::KeepPackage { .. }) => "left in place: packages are not pruned",
-            Some(Self::Api) => "no longer in the blueprint",
-        }
-    }
-}
 
 /// Whether `change` is a removal that leaves the resource on its host (a package,
 /// a command without an undo): the state forgets it, nothing runs.
@@ -129,7 +36,7 @@ pub struct Removal {
 /// The recorded undo of `id`, or the one derived from its id for older records.
 #[must_use]
 pub fn undo_of(id: &str, recorded: &Recorded) -> Option<Undo> {
-    recorded.undo.clone().or_else(|| Undo::derived(id, recorded))
+    recorded.undo.clone().or_else(|| Undo::derived(id, &recorded.kind))
 }
 
 /// Recorded resources whose id is not in `desired`, in the order they are undone:
@@ -188,7 +95,7 @@ mod tests {
     use crate::graph;
     use crate::plan::diff::{PlanInputs, diff};
     use crate::plan::render;
-    use crate::resource::{Content, OnChange, Resource, Target, TargetKind};
+    use crate::resource::{Content, Desired, OnChange, Resource, Target, TargetKind};
 
     fn head() -> Target {
         Target { name: "head".into(), kind: TargetKind::Node }

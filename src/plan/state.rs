@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::removal::Undo;
+use super::undo::Undo;
 use crate::resource::{Desired, Resource};
 
 /// Version of the state file format.

@@ -1,0 +1,103 @@
+//! What undoes an applied resource: recorded in the state file when the resource is
+//! applied, read back when it leaves the blueprint.
+//!
+//! Stage: plan (data). Input: a resource's [`Desired`] state, or an old record's id
+//! and kind. Output: an [`Undo`]. [`super::state`] stores it and [`super::removal`]
+//! plans with it; neither needs the other for it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::resource::Desired;
+
+/// What undoing an applied resource takes. Recorded when it is applied, because
+/// once it leaves the blueprint nothing else knows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum Undo {
+    /// Delete the file (a unit file also reloads systemd).
+    DeleteFile {
+        /// Absolute path.
+        path: String,
+    },
+    /// Delete the directory when it is empty; one with files toolkit did not write
+    /// is left in place.
+    DeleteDirectory {
+        /// Absolute path.
+        path: String,
+    },
+    /// Stop and disable the unit; its unit file goes with its own file resource,
+    /// when toolkit wrote it.
+    StopService {
+        /// Unit name without `.service`.
+        unit: String,
+    },
+    /// Run the command's declared undo; an empty `argv` has nothing to undo.
+    Run {
+        /// Program and arguments, each quoted when sent to a shell.
+        argv: Vec<String>,
+    },
+    /// Packages stay installed: other software may need them.
+    KeepPackage {
+        /// Package name.
+        name: String,
+    },
+    /// An object behind an API (power, BIOS, instance): the API stage and
+    /// `toolkit destroy` deal with it, not the SSH stage.
+    Api,
+}
+
+impl Undo {
+    /// The undo of `desired`; `None` for a command that declares none.
+    #[must_use]
+    pub fn of(desired: &Desired) -> Option<Self> {
+        Some(match desired {
+            Desired::File { path, .. } => Self::DeleteFile { path: path.clone() },
+            Desired::Directory { path, .. } => Self::DeleteDirectory { path: path.clone() },
+            Desired::Service { name, .. } => Self::StopService { unit: name.clone() },
+            Desired::Package { name } => Self::KeepPackage { name: name.clone() },
+            Desired::Command { undo, .. } => Self::Run { argv: undo.clone()? },
+            Desired::Api(_) => Self::Api,
+        })
+    }
+
+    /// The undo of a record from a state file written before undos were kept:
+    /// files, directories, units and packages are named by their id
+    /// (`<target>:<kind>:<name>`); a command's undo cannot be known.
+    #[must_use]
+    pub fn derived(id: &str, kind: &str) -> Option<Self> {
+        let name = id.splitn(3, ':').nth(2)?.to_owned();
+        match kind {
+            "file" => Some(Self::DeleteFile { path: name }),
+            "dir" => Some(Self::DeleteDirectory { path: name }),
+            "service" => Some(Self::StopService { unit: name }),
+            "package" => Some(Self::KeepPackage { name }),
+            "command" => None,
+            _ => Some(Self::Api),
+        }
+    }
+
+    /// Whether applying the removal runs something on the host.
+    #[must_use]
+    pub fn acts(&self) -> bool {
+        match self {
+            Self::DeleteFile { .. } | Self::DeleteDirectory { .. } | Self::StopService { .. } => true,
+            Self::Run { argv } => !argv.is_empty(),
+            Self::KeepPackage { .. } | Self::Api => false,
+        }
+    }
+
+    /// What the plan says will happen (`None`: a command without an undo).
+    #[must_use]
+    pub fn reason(undo: Option<&Self>) -> &'static str {
+        match undo {
+            None => "left in place: no undo",
+            Some(Self::DeleteFile { .. }) => "no longer in the blueprint: delete",
+            Some(Self::DeleteDirectory { .. }) => "no longer in the blueprint: delete if empty",
+            Some(Self::StopService { .. }) => "no longer in the blueprint: stop and disable",
+            Some(Self::Run { argv }) if argv.is_empty() => "no longer in the blueprint: nothing to undo",
+            Some(Self::Run { .. }) => "no longer in the blueprint: run its undo",
+            Some(Self::KeepPackage { .. }) => "left in place: packages are not pruned",
+            Some(Self::Api) => "no longer in the blueprint",
+        }
+    }
+}
