@@ -424,10 +424,10 @@ pub(crate) async fn plan_and_apply<H: deploy::rollout::NodeHooks>(
             if let Some(stopped) = &report.stopped {
                 eprintln!("rollout stopped: {stopped}");
             }
-            let removed = plan.changes.iter().filter(|c| c.action == Action::Remove).count();
-            if removed > 0 {
+            let left = plan.changes.iter().filter(|change| plan::removal::leaves_in_place(change)).count();
+            if left > 0 {
                 eprintln!(
-                    "{removed} resource(s) no longer in the blueprint were forgotten, not removed from the hosts"
+                    "{left} resource(s) no longer in the blueprint were left in place on the hosts, as the plan says"
                 );
             }
             Ok(if report.is_success() { Status::Clean } else { Status::Error })

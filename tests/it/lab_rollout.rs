@@ -14,6 +14,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use super::lab::{lab_or_skip, text, toolkit};
+use super::lab_e2e::{Teardown, assert_success, exec_ok_in, fresh_lab, make_tenant_users};
 
 const CLUSTER: &str = "lab-roll";
 const BLUEPRINT_EDITS: &[(&str, &str)] = &[
@@ -26,18 +27,9 @@ const BLUEPRINT_EDITS: &[(&str, &str)] = &[
 const INVENTORY_EDITS: &[(&str, &str)] = &[("address: 10.10.0.", "address: 10.131.0."), (":0a:c8:", ":0a:84:")];
 const NODES: [&str; 4] = ["node01", "node02", "node03", "node04"];
 
+/// The test's lab: its inputs' directory; toolkit and `lab exec` run from there.
 struct Lab<'a> {
     dir: &'a Path,
-}
-
-impl Drop for Lab<'_> {
-    fn drop(&mut self) {
-        if std::env::var_os("TOOLKIT_KEEP_LAB").is_some() {
-            eprintln!("TOOLKIT_KEEP_LAB: `toolkit lab down --cluster {CLUSTER}` removes the lab");
-            return;
-        }
-        let _ = toolkit(self.dir, &["lab", "down", "--cluster", CLUSTER]);
-    }
 }
 
 impl Lab<'_> {
@@ -45,22 +37,8 @@ impl Lab<'_> {
         toolkit(self.dir, args)
     }
 
-    fn exec(&self, host: &str, command: &[&str]) -> Output {
-        let mut args = vec!["lab", "exec", "--cluster", CLUSTER, host, "--"];
-        args.extend_from_slice(command);
-        self.run(&args)
-    }
-
     fn exec_ok(&self, host: &str, command: &[&str]) -> String {
-        let output = self.exec(host, command);
-        assert!(
-            output.status.success(),
-            "`{}` on {host} failed:\n{}{}",
-            command.join(" "),
-            text(&output.stdout),
-            text(&output.stderr)
-        );
-        text(&output.stdout)
+        exec_ok_in(self.dir, CLUSTER, host, command)
     }
 
     fn set_mtu(&self, from: u32, to: u32) {
@@ -163,16 +141,6 @@ impl Lab<'_> {
     }
 }
 
-fn assert_success(run: &Output, why: &str) {
-    assert!(
-        run.status.success(),
-        "{why}: exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        run.status.code(),
-        text(&run.stdout),
-        text(&run.stderr)
-    );
-}
-
 /// Each node drained once, and no two drains overlap. A failure recorded as the
 /// drain's new reason is the same drain going on (slurmdbd opens an event per reason).
 fn assert_one_at_a_time(events: &[(String, String, String, String)], nodes: &[&str]) {
@@ -190,24 +158,10 @@ fn assert_one_at_a_time(events: &[(String, String, String, String)], nodes: &[&s
 fn a_rolling_change_drains_one_node_at_a_time_and_loses_no_job() {
     let Some(_one_lab) = lab_or_skip("lab rollout test") else { return };
     let dir = tempfile::tempdir().expect("tempdir");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let edit = |file: &str, edits: &[(&str, &str)]| {
-        let mut content = std::fs::read_to_string(root.join(file)).expect("lab file");
-        for (from, to) in edits {
-            assert!(content.contains(from), "{file} no longer has `{from}`: update this test");
-            content = content.replace(from, to);
-        }
-        content
-    };
-    std::fs::write(dir.path().join("lab.yaml"), edit("blueprints/lab.yaml", BLUEPRINT_EDITS)).expect("blueprint");
-    std::fs::write(dir.path().join("inventory.yaml"), edit("inventories/lab.yaml", INVENTORY_EDITS))
-        .expect("inventory");
+    let _teardown = Teardown(dir.path(), CLUSTER);
+    let model = fresh_lab(dir.path(), CLUSTER, BLUEPRINT_EDITS, INVENTORY_EDITS);
+    make_tenant_users(dir.path(), CLUSTER, &model);
     let lab = Lab { dir: dir.path() };
-    let _ = lab.run(&["lab", "down", "--cluster", CLUSTER]);
-    assert_success(&lab.run(&["lab", "up", "lab.yaml", "-i", "inventory.yaml"]), "lab up");
-    for host in ["head", "node01", "node02", "node03", "node04"] {
-        lab.exec_ok(host, &["sh", "-c", "id -u alice >/dev/null 2>&1 || useradd --uid 2001 --create-home alice"]);
-    }
     let first = lab.deploy(&[]);
     assert_success(&first, "the first deploy");
     assert!(text(&first.stderr).contains("no scheduler answers yet"), "{}", text(&first.stderr));
