@@ -13,6 +13,8 @@ systemctl disable \
     munge.service slurmctld.service slurmd.service slurmdbd.service \
     mariadb.service mariadb.socket frr.service lldpd.service \
     nfs-server.service nfs-blkmap.service nfs-client.target rpcbind.service rpcbind.socket \
+    prometheus.service prometheus-alertmanager.service prometheus-node-exporter.service \
+    prometheus-frr-exporter.service apt-cacher-ng.service \
     e2scrub_reap.service systemd-pstore.service \
     apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.timer fstrim.timer
 
