@@ -45,7 +45,39 @@ pub struct Blueprint {
     /// stack, DCGM, containers); a node group may replace it with its own.
     #[serde(default)]
     pub software: Option<Software>,
+    /// Where the nodes' package manager gets packages: a cache on one node that fetches
+    /// each package once for the whole cluster, or the site's own proxy.
+    #[serde(default)]
+    pub package_cache: PackageCache,
 }
+
+/// The cluster's package cache (apt-cacher-ng on Debian and Ubuntu nodes).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PackageCache {
+    /// `true` or `false`; absent: a cache when the cluster has more than
+    /// [`PACKAGE_CACHE_AUTO_NODES`] nodes, where fetching every package once per node
+    /// starts to cost.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// The node that runs the cache (default: the Slurm controller, else the first node).
+    #[serde(default)]
+    pub host: Option<String>,
+    /// Port the cache listens on (default 3142, apt-cacher-ng's).
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// The cache's own way out, when the site reaches mirrors through an HTTP proxy
+    /// (`http://proxy.example.org:3128`).
+    #[serde(default)]
+    pub upstream_proxy: Option<String>,
+    /// The site's existing apt proxy or cache (`http://apt.example.org:3142`): every
+    /// node uses it and no cache is deployed.
+    #[serde(default)]
+    pub site_proxy: Option<String>,
+}
+
+/// Clusters with more nodes than this get a package cache unless it is turned off.
+pub const PACKAGE_CACHE_AUTO_NODES: usize = 8;
 
 /// What a bare-metal node's BMC should report, set through Redfish before the node
 /// is configured over SSH.

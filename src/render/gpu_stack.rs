@@ -26,7 +26,7 @@ use crate::inventory::Inventory;
 use crate::model::software::Stack;
 use crate::model::{Group, Model};
 use crate::render::common::{APPLIED_DIR, apply_once, file, package};
-use crate::render::{RenderError, Renderer};
+use crate::render::{RenderError, Renderer, package_cache};
 use crate::resource::{Content, Desired, Disruption, OnChange, Resource, ResourceId, Target, TargetKind};
 
 /// Templates of this module: `(name under templates/, text)`.
@@ -261,8 +261,9 @@ struct EnrootContext<'a> {
 impl GroupFiles {
     fn new(model: &Model, group: &Group, stack: &Stack, renderer: &Renderer) -> Result<Self, RenderError> {
         let needs_cuda_repo = stack.driver.is_some() || stack.dcgm.is_some();
+        let packages = package_cache::resolve(model);
         let cuda_source = if needs_cuda_repo {
-            let url = stack.cuda_repo();
+            let url = package_cache::source_url(packages.as_ref(), &stack.cuda_repo());
             let context =
                 SourceContext { name: "NVIDIA CUDA repository", keyring: CUDA_KEYRING, url: &url, suite: "/" };
             Some(Content::new(renderer.render("gpu/apt-source.list.j2", context)?))
@@ -277,14 +278,15 @@ impl GroupFiles {
             None => None,
         };
         let (network_source, network_packages) = match stack.network_repo() {
-            Some((url, packages)) => {
+            Some((url, network_packages)) => {
+                let url = package_cache::source_url(packages.as_ref(), &url);
                 let context = SourceContext {
                     name: "NVIDIA networking repository",
                     keyring: MELLANOX_KEYRING,
                     url: &url,
                     suite: "./",
                 };
-                (Some(Content::new(renderer.render("gpu/apt-source.list.j2", context)?)), packages)
+                (Some(Content::new(renderer.render("gpu/apt-source.list.j2", context)?)), network_packages)
             }
             None => (None, stack.inbox_packages()),
         };

@@ -13,6 +13,7 @@ pub mod gpu_stack;
 pub mod host;
 pub mod links;
 pub mod lldp;
+pub mod package_cache;
 pub mod slurm;
 pub mod switch;
 
@@ -155,6 +156,8 @@ pub fn render(
     gpu_stack::render(model, inventory, renderer, &mut resources)?;
     switch::render(model, inventory, renderer, &mut resources)?;
     lldp::render(model, inventory, renderer, &mut resources)?;
+    package_cache::render(model, renderer, &mut resources)?;
+    package_cache::order_package_installs(&mut resources);
     Ok(resources)
 }
 
@@ -167,4 +170,5 @@ pub fn embedded() -> impl Iterator<Item = &'static (&'static str, &'static str)>
         .chain(slurm::TEMPLATES)
         .chain(switch::TEMPLATES)
         .chain(lldp::TEMPLATES)
+        .chain(package_cache::TEMPLATES)
 }

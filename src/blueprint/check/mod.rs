@@ -16,6 +16,7 @@ mod hardware;
 mod inventory;
 mod network;
 mod nodes;
+mod packages;
 mod scheduler;
 mod software;
 mod storage;
@@ -56,6 +57,7 @@ pub fn check(loaded: &LoadedBlueprint, inventory: Option<&LoadedInventory>) -> D
     acceptance::check(loaded, &mut out);
     hardware::check(loaded, &mut out);
     software::check(loaded, &mut out);
+    packages::check(loaded, &facts, &mut out);
     if let Some(inventory) = inventory {
         cloud::check(loaded, inventory, facts.hostnames.as_deref(), &mut out);
         let blueprint_is_valid = !out.has_errors();

@@ -1486,3 +1486,36 @@ finds!(
     "network: { stack: inbox, version: 5.0.0 }",
     Warning
 );
+
+finds!(
+    package_cache_host_must_be_a_node,
+    ROCE,
+    [("acceptance:\n", "package_cache:\n  host: nfs01\nacceptance:\n")],
+    "unknown-package-cache-host",
+    "host: nfs01",
+    Error
+);
+finds!(
+    package_cache_proxy_carries_no_password,
+    ROCE,
+    [("acceptance:\n", "package_cache:\n  upstream_proxy: \"http://me:secret@proxy:3128\"\nacceptance:\n")],
+    "invalid-proxy-url",
+    "upstream_proxy:",
+    Error
+);
+finds!(
+    package_cache_site_proxy_is_plain_http,
+    ROCE,
+    [("acceptance:\n", "package_cache:\n  site_proxy: \"https://apt.example.org\"\nacceptance:\n")],
+    "invalid-proxy-url",
+    "site_proxy:",
+    Error
+);
+finds!(
+    package_cache_settings_ignored_beside_a_site_proxy,
+    ROCE,
+    [("acceptance:\n", "package_cache:\n  site_proxy: \"http://apt:3142\"\n  port: 3150\nacceptance:\n")],
+    "package-cache-ignored",
+    "port: 3150",
+    Warning
+);
