@@ -296,7 +296,7 @@ pub async fn apply(
 fn outcome(index: usize, item: &ApiDesired, outcome: Outcome, started: Instant) -> ResourceOutcome {
     ResourceOutcome {
         index,
-        id: ResourceId(item.id()),
+        id: ResourceId(item.id().into()),
         target: item.target().to_owned(),
         outcome,
         elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
@@ -311,7 +311,7 @@ fn finish_after_failure(
     out: &mut Vec<ResourceOutcome>,
 ) {
     for (index, item, _) in &steps[from..] {
-        let reason = SkipReason::Upstream { id: ResourceId(failed.id()) };
+        let reason = SkipReason::Upstream { id: ResourceId(failed.id().into()) };
         out.push(outcome(*index, item, Outcome::Skipped { reason }, Instant::now()));
     }
 }

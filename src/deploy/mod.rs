@@ -225,7 +225,7 @@ mod tests {
         let mut resources = Vec::new();
         for host in hosts {
             let power = ApiDesired::Power { host: (*host).to_owned(), state: PowerState::On };
-            let gate = ResourceId(power.id());
+            let gate = ResourceId(power.id().into());
             resources.push(Resource::new(target(host), "system", Desired::Api(Box::new(power))));
             let package = Desired::Package { name: "munge".into() };
             resources.push(Resource::new(target(host), "munge", package).after([gate]));

@@ -15,7 +15,7 @@ use super::state::State;
 use super::{Action, Baseline, Change, PLAN_FORMAT_VERSION, Plan, Summary, ValueChange};
 use crate::graph::ResourceGraph;
 use crate::resource::{Desired, OnChange, values_of};
-use crate::text::{Interner, Text};
+use crate::text::Interner;
 
 /// Identity of the inputs, recorded in the plan.
 #[derive(Debug, Clone, Default)]
@@ -104,7 +104,7 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
             Desired::Api(item) => texts.take(item.name()),
         };
         changes.push(Change {
-            id: Text::from(resource.id.as_str()),
+            id: resource.id.0.clone(),
             target: texts.get(&resource.target.name),
             kind: texts.get(resource.desired.kind()),
             name,
