@@ -15,7 +15,7 @@ use super::state::State;
 use super::{Action, Baseline, Change, PLAN_FORMAT_VERSION, Plan, Summary, ValueChange};
 use crate::graph::ResourceGraph;
 use crate::resource::{Desired, OnChange, values_of};
-use crate::text::Interner;
+use crate::text::{Interner, Text};
 
 /// Identity of the inputs, recorded in the plan.
 #[derive(Debug, Clone, Default)]
@@ -37,6 +37,9 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
     let mut diff_cache: HashMap<(&str, &str), Option<String>> = HashMap::new();
     // Targets, kinds, names, reasons and fingerprints repeat across nodes: one copy each.
     let mut texts = Interner::default();
+    // A value-setting command's values, by fingerprints before and after: the same
+    // for every node, parsed once and shared.
+    let mut values_cache: HashMap<(Option<&str>, Text), Vec<ValueChange>, RandomState> = HashMap::default();
 
     for &index in &graph.order {
         let resource = &graph.resources[index];
@@ -52,7 +55,8 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
         };
         let values = match &resource.desired {
             Desired::Command { reads: Some(_), .. } if matches!(action, Action::Create | Action::Update) => {
-                value_changes(recorded.map(|r| r.fingerprint.as_str()), &after)
+                let before = recorded.map(|r| r.fingerprint.as_str());
+                values_cache.entry((before, after.clone())).or_insert_with(|| value_changes(before, &after)).clone()
             }
             _ => Vec::new(),
         };
@@ -172,8 +176,10 @@ fn value_changes(before: Option<&str>, after: &str) -> Vec<ValueChange> {
             let before = before.as_ref().map(|values| values.get(&key).cloned());
             match before {
                 Some(Some(before)) if before == after => None,
-                Some(before) => Some(ValueChange { key, before, after }),
-                None => Some(ValueChange { key, before: None, after }),
+                Some(before) => {
+                    Some(ValueChange { key: key.into(), before: before.map(Text::from), after: after.into() })
+                }
+                None => Some(ValueChange { key: key.into(), before: None, after: after.into() }),
             }
         })
         .collect()

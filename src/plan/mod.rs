@@ -102,15 +102,16 @@ fn is_none(disruption: &Disruption) -> bool {
 }
 
 /// One value a command sets, before → after (`GrpTRES`: `gres/gpu=8` → `gres/gpu=4`).
+/// Shared [`Text`]: every node's sysctl command sets the same values.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ValueChange {
     /// The field's name, as the command's tool spells it.
-    pub key: String,
+    pub key: Text,
     /// The value read now (or recorded); absent when the object is not there yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub before: Option<String>,
+    pub before: Option<Text>,
     /// The value the command sets.
-    pub after: String,
+    pub after: Text,
 }
 
 /// Counts per action.
