@@ -16,9 +16,16 @@ section existed), printed as a second line and as `software=no` in the summary.
     python3 benches/plan_scale.py 4096       # some sizes
     RUNS=5 python3 benches/plan_scale.py
     SOFTWARE=both python3 benches/plan_scale.py 4096   # with and without it
+    BEFORE=/tmp/toolkit-main python3 benches/plan_scale.py 4096   # before/after, same run
+
+With BEFORE=<a toolkit binary> (say, a release build of main) each size is run with
+that binary too, alternating run by run with this tree's, and printed as
+`binary=before` next to `binary=after`: the before/after figures of a change come
+from the same run, under the same load.
 
 Prints one line per size (and variant), then
-`plan_scale n=<n> software=<yes|no> seconds=<s> peak_mib=<m>` lines.
+`plan_scale n=<n> software=<yes|no> seconds=<s> peak_mib=<m>` lines (with
+` binary=<before|after>` when BEFORE is set).
 """
 import os
 import resource
@@ -32,6 +39,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZES = [int(a) for a in sys.argv[1:]] or [32, 1024, 4096, 32768]
 RUNS = int(os.environ.get("RUNS", "3"))
 SOFTWARE = os.environ.get("SOFTWARE", "yes")
+BEFORE = os.environ.get("BEFORE")
 if SOFTWARE not in ("yes", "both"):
     sys.exit(f"SOFTWARE={SOFTWARE}: expected `yes` (default) or `both`")
 
@@ -105,7 +113,9 @@ def run_once(binary: str, path: str) -> tuple[float, float]:
 
 def main() -> None:
     subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
-    binary = os.path.join(ROOT, "target", "release", "toolkit")
+    binaries = [("after", os.path.join(ROOT, "target", "release", "toolkit"))]
+    if BEFORE:
+        binaries.insert(0, ("before", BEFORE))
     summary = []
     with tempfile.TemporaryDirectory() as tmp:
         variants = [True, False] if SOFTWARE == "both" else [True]
@@ -115,12 +125,18 @@ def main() -> None:
                 path = os.path.join(tmp, f"scale{nodes}-software-{label}.yaml")
                 with open(path, "w") as f:
                     f.write(blueprint(nodes, software))
-                runs = [run_once(binary, path) for _ in range(RUNS)]
-                seconds = statistics.median(r[0] for r in runs)
-                peak = max(r[1] for r in runs)
-                print(f"{nodes:>6} nodes {nodes * 8:>7} GPUs  software {label:<3}  median {seconds:7.3f} s"
-                      f"  peak {peak:8.1f} MiB  ({peak / nodes * 1024:.1f} KiB/node)")
-                summary.append(f"plan_scale n={nodes} software={label} seconds={seconds:.3f} peak_mib={peak:.1f}")
+                runs = {name: [] for name, _ in binaries}
+                for _ in range(RUNS):
+                    for name, binary in binaries:
+                        runs[name].append(run_once(binary, path))
+                for name, _ in binaries:
+                    seconds = statistics.median(r[0] for r in runs[name])
+                    peak = max(r[1] for r in runs[name])
+                    which = f"  {name:<6}" if BEFORE else ""
+                    tag = f" binary={name}" if BEFORE else ""
+                    print(f"{nodes:>6} nodes {nodes * 8:>7} GPUs  software {label:<3}{which}  median {seconds:7.3f} s"
+                          f"  peak {peak:8.1f} MiB  ({peak / nodes * 1024:.1f} KiB/node)")
+                    summary.append(f"plan_scale n={nodes} software={label} seconds={seconds:.3f} peak_mib={peak:.1f}{tag}")
     print("\n".join(summary))
 
 

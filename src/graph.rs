@@ -129,7 +129,7 @@ mod tests {
             name,
             Desired::Package { name: name.to_owned() },
         )
-        .after(after.iter().map(|id| ResourceId((*id).to_owned())))
+        .after(after.iter().map(|id| ResourceId((*id).into())))
     }
 
     #[test]

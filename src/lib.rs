@@ -36,6 +36,7 @@ pub mod render;
 pub mod report;
 pub mod resource;
 pub mod source;
+pub mod text;
 pub mod topology;
 pub mod transport;
 pub mod validate;

@@ -14,17 +14,24 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use self::api::ApiDesired;
+use crate::text::Text;
 
 /// Stable id: `<target>:<kind>:<name>`, e.g. `node01:file:/etc/slurm/slurm.conf`.
+/// Shared [`Text`]: a resource's id, the ids that depend on it, its plan entry and
+/// its walker outcome are one allocation.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct ResourceId(pub String);
+pub struct ResourceId(pub Text);
 
 impl ResourceId {
     /// Builds `<target>:<kind>:<name>`.
     #[must_use]
     pub fn new(target: &str, kind: &str, name: &str) -> Self {
-        Self(format!("{target}:{kind}:{name}"))
+        let mut id = String::with_capacity(target.len() + kind.len() + name.len() + 2);
+        for part in [target, ":", kind, ":", name] {
+            id.push_str(part);
+        }
+        Self(id.into())
     }
 
     /// The id as text.

@@ -60,7 +60,7 @@ async fn remove_on_host<C: Connector>(
     let mut stop: Option<SkipReason> = None;
     let mut executor = None;
     for (position, removal, undo) in list {
-        let id = ResourceId(removal.id.clone());
+        let id = ResourceId(removal.id.as_str().into());
         if stop.is_none() && options.cancel.is_cancelled() {
             stop = Some(SkipReason::Cancelled);
         }

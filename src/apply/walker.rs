@@ -458,7 +458,7 @@ mod tests {
     }
 
     fn ids(list: &[&str]) -> Vec<ResourceId> {
-        list.iter().map(|id| ResourceId((*id).to_owned())).collect()
+        list.iter().map(|id| ResourceId((*id).into())).collect()
     }
 
     fn file(host: &str, path: &str, after: &[&str]) -> Resource {
@@ -563,7 +563,7 @@ mod tests {
         let failed = report.outcome("head:file:/etc/munge/munge.key").expect("outcome");
         assert!(matches!(failed, Outcome::Failed { error } if error.contains("rejected")), "{failed:?}");
         let upstream = Outcome::Skipped {
-            reason: SkipReason::Upstream { id: ResourceId("head:file:/etc/munge/munge.key".to_owned()) },
+            reason: SkipReason::Upstream { id: ResourceId("head:file:/etc/munge/munge.key".into()) },
         };
         assert_eq!(report.outcome("head:file:/etc/munge/after-key"), Some(&upstream));
         // Transitively, on another host, naming the resource that failed.
@@ -814,9 +814,9 @@ mod tests {
         let report = ApplyReport {
             outcomes: vec![ResourceOutcome {
                 index: 0,
-                id: ResourceId("n:file:/x".to_owned()),
+                id: ResourceId("n:file:/x".into()),
                 target: "n".to_owned(),
-                outcome: Outcome::Skipped { reason: SkipReason::Upstream { id: ResourceId("h:file:/y".to_owned()) } },
+                outcome: Outcome::Skipped { reason: SkipReason::Upstream { id: ResourceId("h:file:/y".into()) } },
                 elapsed_ms: 0,
             }],
             cancelled: false,
@@ -856,7 +856,7 @@ mod scale {
                     check: None,
                 },
             )
-            .after(after.map(|id| ResourceId(id.to_owned())))
+            .after(after.map(|id| ResourceId(id.into())))
         };
         let mut resources = vec![file("head", "/etc/key", None)];
         for n in 0..2000 {

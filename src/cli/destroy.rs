@@ -37,13 +37,13 @@ pub fn destroy_plan(cluster: &str, instances: &[Instance], inputs: plan::diff::P
         .map(|instance| {
             let node = instance.tag(NODE_TAG).unwrap_or(&instance.id).to_owned();
             Change {
-                id: format!("{node}:instance:{cluster}"),
-                target: node,
-                kind: "instance".to_owned(),
-                name: cluster.to_owned(),
+                id: format!("{node}:instance:{cluster}").into(),
+                target: node.into(),
+                kind: "instance".into(),
+                name: cluster.into(),
                 action: Action::Remove,
-                reason: format!("terminate `{}` ({})", instance.id, instance.state.name),
-                before: Some(format!("{} {}", instance.instance_type, instance.image_id)),
+                reason: format!("terminate `{}` ({})", instance.id, instance.state.name).into(),
+                before: Some(format!("{} {}", instance.instance_type, instance.image_id).into()),
                 after: None,
                 diff: None,
                 secret: false,

@@ -30,6 +30,7 @@ use crate::inventory::{CloudHosts, Inventory, secrets};
 use crate::plan::{Action, Change, Plan};
 use crate::resource::api::{ApiDesired, CLOUD_TARGET, Observed};
 use crate::resource::{Desired, ResourceId};
+use crate::text::Text;
 
 /// How long a power change or instances take to come up before the stage fails.
 const WAIT: Duration = Duration::from_mins(10);
@@ -158,31 +159,31 @@ pub fn changes(graph: &ResourceGraph, observation: &ApiObservation) -> Vec<Chang
     let bios_changing: BTreeSet<String> = changes
         .iter()
         .filter(|change| change.kind == "bios" && change.action != Action::NoOp)
-        .map(|change| change.target.clone())
+        .map(|change| change.target.to_string())
         .collect();
-    let power: BTreeMap<String, Option<String>> = changes
+    let power: BTreeMap<String, Option<Text>> = changes
         .iter()
         .filter(|change| change.kind == "power")
-        .map(|change| (change.target.clone(), change.before.clone()))
+        .map(|change| (change.target.to_string(), change.before.clone()))
         .collect();
     for change in &mut changes {
-        let is_on = power.get(&change.target).is_some_and(|before| before.as_deref() == Some("On"));
+        let is_on = power.get(change.target.as_str()).is_some_and(|before| before.as_deref() == Some("On"));
         if let Some(reason) = observation
             .unreachable
-            .get(&change.target)
+            .get(change.target.as_str())
             .or_else(|| observation.unreachable.get(CLOUD_TARGET).filter(|_| is_cloud_kind(&change.kind)))
         {
-            change.reason = format!("not observed: {reason}");
+            change.reason = format!("not observed: {reason}").into();
             continue;
         }
         match change.kind.as_str() {
             "boot" if is_on && change.action != Action::NoOp => {
                 change.action = Action::NoOp;
-                "node is on: PXE boot only when it is provisioned".clone_into(&mut change.reason);
+                change.reason = "node is on: PXE boot only when it is provisioned".into();
             }
-            "power" if change.action == Action::NoOp && is_on && bios_changing.contains(&change.target) => {
+            "power" if change.action == Action::NoOp && is_on && bios_changing.contains(change.target.as_str()) => {
                 change.action = Action::Update;
-                "restart: BIOS settings apply at boot".clone_into(&mut change.reason);
+                change.reason = "restart: BIOS settings apply at boot".into();
             }
             _ => {}
         }
@@ -191,13 +192,13 @@ pub fn changes(graph: &ResourceGraph, observation: &ApiObservation) -> Vec<Chang
         let node = instance.tag(NODE_TAG).unwrap_or(&instance.id).to_owned();
         let cluster = instance.tag(CLUSTER_TAG).unwrap_or_default();
         changes.push(Change {
-            id: format!("{node}:instance:{cluster}"),
-            target: node,
-            kind: "instance".to_owned(),
-            name: cluster.to_owned(),
+            id: format!("{node}:instance:{cluster}").into(),
+            target: node.into(),
+            kind: "instance".into(),
+            name: cluster.into(),
             action: Action::Remove,
-            reason: format!("`{}` is no longer in the blueprint: terminate", instance.id),
-            before: Some(format!("{} {}", instance.instance_type, instance.image_id)),
+            reason: format!("`{}` is no longer in the blueprint: terminate", instance.id).into(),
+            before: Some(format!("{} {}", instance.instance_type, instance.image_id).into()),
             after: None,
             diff: None,
             secret: false,
@@ -227,7 +228,7 @@ pub fn pending_hosts(changes: &[Change]) -> BTreeSet<String> {
             }
             _ => false,
         })
-        .map(|change| change.target.clone())
+        .map(|change| change.target.to_string())
         .collect()
 }
 
@@ -295,7 +296,7 @@ pub async fn apply(
 fn outcome(index: usize, item: &ApiDesired, outcome: Outcome, started: Instant) -> ResourceOutcome {
     ResourceOutcome {
         index,
-        id: ResourceId(item.id()),
+        id: ResourceId(item.id().into()),
         target: item.target().to_owned(),
         outcome,
         elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
@@ -310,7 +311,7 @@ fn finish_after_failure(
     out: &mut Vec<ResourceOutcome>,
 ) {
     for (index, item, _) in &steps[from..] {
-        let reason = SkipReason::Upstream { id: ResourceId(failed.id()) };
+        let reason = SkipReason::Upstream { id: ResourceId(failed.id().into()) };
         out.push(outcome(*index, item, Outcome::Skipped { reason }, Instant::now()));
     }
 }

@@ -26,6 +26,7 @@ use crate::plan::removal::{Removal, Undo};
 use crate::plan::state::State;
 use crate::plan::{self, Action, Baseline, Change, Plan};
 use crate::resource::Desired;
+use crate::text::Text;
 use crate::transport::Connector;
 
 pub use observe::{Observation, observe};
@@ -58,15 +59,14 @@ pub async fn live_plan<C: Connector>(
     let observation = observe(graph, connector, &inputs.cluster, parallel, &pending).await;
     let mut plan = plan::diff(graph, &observation.state, inputs);
     plan.baseline = Baseline::Observed;
-    let mut by_id: BTreeMap<String, Change> =
-        api_changes.into_iter().map(|change| (change.id.clone(), change)).collect();
+    let mut by_id: BTreeMap<Text, Change> = api_changes.into_iter().map(|change| (change.id.clone(), change)).collect();
     for change in &mut plan.changes {
-        if let Some(api_change) = by_id.remove(&change.id) {
+        if let Some(api_change) = by_id.remove(change.id.as_str()) {
             *change = api_change;
-        } else if let Some(reason) = observation.unreachable.get(&change.target) {
-            change.reason = format!("host unreachable: {reason}");
-        } else if pending.contains(&change.target) {
-            "host not up yet: applied after its power or instance".clone_into(&mut change.reason);
+        } else if let Some(reason) = observation.unreachable.get(change.target.as_str()) {
+            change.reason = format!("host unreachable: {reason}").into();
+        } else if pending.contains(change.target.as_str()) {
+            change.reason = "host not up yet: applied after its power or instance".into();
         }
     }
     // What is left are removals (instances no longer in the blueprint).
@@ -130,7 +130,7 @@ pub fn removals(graph: &ResourceGraph, plan: &Plan, recorded: &State) -> Vec<Rem
         .map(|change| {
             let undo = recorded
                 .resources
-                .get(&change.id)
+                .get(change.id.as_str())
                 .and_then(|record| plan::removal::undo_of(&change.id, record))
                 .filter(|undo| match undo {
                     Undo::DeleteFile { path } | Undo::DeleteDirectory { path } => {
@@ -138,7 +138,7 @@ pub fn removals(graph: &ResourceGraph, plan: &Plan, recorded: &State) -> Vec<Rem
                     }
                     _ => true,
                 });
-            Removal { id: change.id.clone(), target: change.target.clone(), undo }
+            Removal { id: change.id.to_string(), target: change.target.to_string(), undo }
         })
         .collect()
 }
@@ -225,7 +225,7 @@ mod tests {
         let mut resources = Vec::new();
         for host in hosts {
             let power = ApiDesired::Power { host: (*host).to_owned(), state: PowerState::On };
-            let gate = ResourceId(power.id());
+            let gate = ResourceId(power.id().into());
             resources.push(Resource::new(target(host), "system", Desired::Api(Box::new(power))));
             let package = Desired::Package { name: "munge".into() };
             resources.push(Resource::new(target(host), "munge", package).after([gate]));

@@ -94,7 +94,7 @@ async fn observe_host<E: Executor>(executor: &E, resources: &[&Resource]) -> Res
             old_texts.push((path.as_str(), old.clone()));
         }
         state.resources.insert(
-            resource.id.0.clone(),
+            resource.id.to_string(),
             Recorded {
                 kind: resource.desired.kind().to_owned(),
                 fingerprint,

@@ -22,6 +22,7 @@ use crate::inventory::Inventory;
 use crate::plan::diff::PlanInputs;
 use crate::plan::state::{State, StateError};
 use crate::plan::{self, Action, MaxUnavailable, Plan};
+use crate::text::Text;
 use crate::transport::Connector;
 
 /// Why a deploy could not run (a host's failure is an [`Outcome`], not an error).
@@ -256,7 +257,7 @@ pub fn refuse_stale(saved: &Plan, now: &Plan) -> Result<(), String> {
     if saved.inventory_sha256 != now.inventory_sha256 {
         return Err("the inventory changed since this plan was made; run `toolkit plan` again".to_owned());
     }
-    let pending = |plan: &Plan| -> BTreeMap<String, (Action, Option<String>)> {
+    let pending = |plan: &Plan| -> BTreeMap<Text, (Action, Option<Text>)> {
         plan.changes
             .iter()
             .filter(|c| c.action != Action::NoOp)
@@ -265,7 +266,7 @@ pub fn refuse_stale(saved: &Plan, now: &Plan) -> Result<(), String> {
     };
     let (then, current) = (pending(saved), pending(now));
     if then != current {
-        let differing: Vec<&String> =
+        let differing: Vec<&Text> =
             then.keys().chain(current.keys()).filter(|id| then.get(*id) != current.get(*id)).take(5).collect();
         return Err(format!(
             "the hosts changed since this plan was made (for example {}); run `toolkit plan` again",

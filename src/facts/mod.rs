@@ -134,11 +134,11 @@ pub async fn gather<E: Executor>(executor: &E, resources: &[&Resource]) -> Resul
             Desired::Service { name, .. } => units.push(name.clone()),
             Desired::Command { reads: Some(reads), .. } => {
                 commands.push(command::Probe::Read(&reads.argv));
-                command_ids.push(resource.id.0.clone());
+                command_ids.push(resource.id.to_string());
             }
             Desired::Command { creates, unless, .. } if creates.is_some() || unless.is_some() => {
                 commands.push(command::Probe::Guard { creates: creates.as_deref(), unless: unless.as_deref() });
-                command_ids.push(resource.id.0.clone());
+                command_ids.push(resource.id.to_string());
             }
             Desired::Command { .. } | Desired::Api(_) => {}
         }

@@ -7,6 +7,7 @@
 
 use super::{Action, Change};
 use crate::resource::api::{ApiDesired, Observed};
+use crate::text::Text;
 
 /// Desired × observed → changes. An id missing from `observed` was not read (no
 /// connection): it plans as an update from an unknown value.
@@ -33,14 +34,14 @@ pub fn diff(desired: &[ApiDesired], observed: &Observed) -> Vec<Change> {
                 _ => (Action::NoOp, "as desired".to_owned()),
             };
             Change {
-                id,
-                target: item.target().to_owned(),
-                kind: item.kind().to_owned(),
-                name: item.name(),
+                id: id.into(),
+                target: item.target().into(),
+                kind: item.kind().into(),
+                name: item.name().into(),
                 action,
-                reason,
-                before,
-                after,
+                reason: reason.into(),
+                before: before.map(Text::from),
+                after: after.map(Text::from),
                 diff: None,
                 secret: false,
                 disruption: crate::resource::Disruption::None,
@@ -97,9 +98,9 @@ mod tests {
         .map(|(id, value)| (id.to_owned(), value.map(str::to_owned)))
         .collect();
         let changes = diff(&desired, &observed);
-        let summary: Vec<(String, Action, Option<String>, Option<String>)> =
+        let summary: Vec<(Text, Action, Option<Text>, Option<Text>)> =
             changes.into_iter().map(|change| (change.id, change.action, change.before, change.after)).collect();
-        let text = |value: &str| Some(value.to_owned());
+        let text = |value: &str| Some(Text::from(value));
         assert_eq!(
             summary,
             vec![

@@ -14,7 +14,8 @@ use super::removal;
 use super::state::State;
 use super::{Action, Baseline, Change, PLAN_FORMAT_VERSION, Plan, Summary, ValueChange};
 use crate::graph::ResourceGraph;
-use crate::resource::{Desired, OnChange, Resource, values_of};
+use crate::resource::{Desired, OnChange, values_of};
+use crate::text::{Interner, Text};
 
 /// Identity of the inputs, recorded in the plan.
 #[derive(Debug, Clone, Default)]
@@ -34,22 +35,28 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
     // foldhash: ids at scale, none chosen by an adversary.
     let mut changed_files: HashSet<&str, RandomState> = HashSet::default();
     let mut diff_cache: HashMap<(&str, &str), Option<String>> = HashMap::new();
+    // Targets, kinds, names, reasons and fingerprints repeat across nodes: one copy each.
+    let mut texts = Interner::default();
+    // A value-setting command's values, by fingerprints before and after: the same
+    // for every node, parsed once and shared.
+    let mut values_cache: HashMap<(Option<&str>, Text), Vec<ValueChange>, RandomState> = HashMap::default();
 
     for &index in &graph.order {
         let resource = &graph.resources[index];
         let recorded = state.resources.get(resource.id.as_str());
-        let after = resource.desired.fingerprint();
+        let after = texts.take(resource.desired.fingerprint());
         let (mut action, mut reason) = match recorded {
-            None => (Action::Create, "not applied yet".to_owned()),
-            Some(recorded) if recorded.fingerprint == after => (Action::NoOp, "as recorded".to_owned()),
+            None => (Action::Create, texts.get("not applied yet")),
+            Some(recorded) if recorded.fingerprint == after => (Action::NoOp, texts.get("as recorded")),
             Some(recorded) if unresolved_matches(&resource.desired, &recorded.fingerprint, &after) => {
-                (Action::NoOp, "secret not readable here; content not compared".to_owned())
+                (Action::NoOp, texts.get("secret not readable here; content not compared"))
             }
-            Some(recorded) => (Action::Update, describe_update(&recorded.fingerprint, &after)),
+            Some(recorded) => (Action::Update, texts.take(describe_update(&recorded.fingerprint, &after))),
         };
         let values = match &resource.desired {
             Desired::Command { reads: Some(_), .. } if matches!(action, Action::Create | Action::Update) => {
-                value_changes(recorded.map(|r| r.fingerprint.as_str()), &after)
+                let before = recorded.map(|r| r.fingerprint.as_str());
+                values_cache.entry((before, after.clone())).or_insert_with(|| value_changes(before, &after)).clone()
             }
             _ => Vec::new(),
         };
@@ -57,9 +64,9 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
             let keys: Vec<&str> = values.iter().map(|value| value.key.as_str()).collect();
             reason = if values.iter().all(|value| value.before.is_none()) {
                 // A state written before the command read its values: only a hash is known.
-                "values not recorded before".to_owned()
+                texts.get("values not recorded before")
             } else {
-                format!("{} changed", keys.join(", "))
+                texts.take(format!("{} changed", keys.join(", ")))
             };
         }
         if let Desired::Service { watches, on_change, .. } = &resource.desired
@@ -71,7 +78,7 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
                 OnChange::Reload => "reload",
             };
             action = Action::Update;
-            reason = format!("{verb}: `{}` changed", file_name(file.as_str()));
+            reason = texts.take(format!("{verb}: `{}` changed", file_name(file.as_str())));
         }
         let mut file_diff = None;
         let mut secret = false;
@@ -94,14 +101,20 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
                 }
             }
         }
+        let name = match &resource.desired {
+            Desired::File { path, .. } | Desired::Directory { path, .. } => texts.get(path),
+            Desired::Package { name } | Desired::Service { name, .. } => texts.get(name),
+            Desired::Command { description, .. } => texts.get(description),
+            Desired::Api(item) => texts.take(item.name()),
+        };
         changes.push(Change {
             id: resource.id.0.clone(),
-            target: resource.target.name.clone(),
-            kind: resource.desired.kind().to_owned(),
-            name: display_name(resource),
+            target: texts.get(&resource.target.name),
+            kind: texts.get(resource.desired.kind()),
+            name,
             action,
             reason,
-            before: recorded.map(|r| r.fingerprint.clone()),
+            before: recorded.map(|r| texts.get(&r.fingerprint)),
             after: Some(after),
             diff: file_diff,
             secret,
@@ -138,17 +151,6 @@ fn unresolved_matches(desired: &Desired, before: &str, after: &str) -> bool {
     content.is_unresolved() && without_hash(before) == without_hash(after)
 }
 
-/// The human name of a resource: path, package, unit or description.
-#[must_use]
-pub fn display_name(resource: &Resource) -> String {
-    match &resource.desired {
-        Desired::File { path, .. } | Desired::Directory { path, .. } => path.clone(),
-        Desired::Package { name } | Desired::Service { name, .. } => name.clone(),
-        Desired::Command { description, .. } => description.clone(),
-        Desired::Api(item) => item.name(),
-    }
-}
-
 fn describe_update(before: &str, after: &str) -> String {
     let before: HashSet<&str> = before.split(' ').collect();
     let changed: Vec<&str> = after
@@ -174,8 +176,10 @@ fn value_changes(before: Option<&str>, after: &str) -> Vec<ValueChange> {
             let before = before.as_ref().map(|values| values.get(&key).cloned());
             match before {
                 Some(Some(before)) if before == after => None,
-                Some(before) => Some(ValueChange { key, before, after }),
-                None => Some(ValueChange { key, before: None, after }),
+                Some(before) => {
+                    Some(ValueChange { key: key.into(), before: before.map(Text::from), after: after.into() })
+                }
+                None => Some(ValueChange { key: key.into(), before: None, after: after.into() }),
             }
         })
         .collect()
@@ -205,7 +209,7 @@ fn unified_diff(path: &str, old: &str, new: &str) -> String {
 mod tests {
     use super::*;
     use crate::graph;
-    use crate::resource::{Content, ResourceId, Target, TargetKind};
+    use crate::resource::{Content, Resource, ResourceId, Target, TargetKind};
 
     fn node() -> Target {
         Target { name: "node01".into(), kind: TargetKind::Node }

@@ -199,17 +199,17 @@ pub fn classify(
         if change.disruption == Disruption::None {
             continue;
         }
-        let host = hosts.entry(change.target.clone()).or_insert_with(|| HostDisruption {
+        let host = hosts.entry(change.target.to_string()).or_insert_with(|| HostDisruption {
             class: Disruption::None,
             because: Vec::new(),
-            schedulable: schedulable.contains(&change.target),
+            schedulable: schedulable.contains(change.target.as_str()),
         });
         if change.disruption > host.class {
             host.class = change.disruption;
             host.because.clear();
         }
         if change.disruption == host.class && host.because.len() < BECAUSE_LIMIT {
-            host.because.push(change.id.clone());
+            host.because.push(change.id.to_string());
         }
     }
     let budget = max_unavailable.nodes(schedulable.len());

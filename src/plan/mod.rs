@@ -22,6 +22,7 @@ pub use diff::diff;
 pub use disruption::{MaxUnavailable, RolloutPlan};
 
 use crate::resource::Disruption;
+use crate::text::Text;
 
 /// Version of the plan JSON format.
 pub const PLAN_FORMAT_VERSION: u32 = 1;
@@ -57,27 +58,29 @@ impl Action {
     }
 }
 
-/// One resource's planned change.
+/// One resource's planned change. Its strings are [`Text`]: at scale most of them
+/// (target, kind, name, reason, fingerprints) are the same for thousands of entries
+/// and share one copy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
     /// Resource id.
-    pub id: String,
+    pub id: Text,
     /// Target host or switch.
-    pub target: String,
+    pub target: Text,
     /// Resource kind.
-    pub kind: String,
+    pub kind: Text,
     /// Path, package, service or command description.
-    pub name: String,
+    pub name: Text,
     /// What happens.
     pub action: Action,
     /// Why, in words (`content changed`, `restart: /etc/slurm/slurm.conf changed`).
-    pub reason: String,
+    pub reason: Text,
     /// Fingerprint before (recorded or observed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub before: Option<String>,
+    pub before: Option<Text>,
     /// Fingerprint after.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub after: Option<String>,
+    pub after: Option<Text>,
     /// Unified diff of a non-secret file's content, when the old content is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
@@ -99,15 +102,16 @@ fn is_none(disruption: &Disruption) -> bool {
 }
 
 /// One value a command sets, before → after (`GrpTRES`: `gres/gpu=8` → `gres/gpu=4`).
+/// Shared [`Text`]: every node's sysctl command sets the same values.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ValueChange {
     /// The field's name, as the command's tool spells it.
-    pub key: String,
+    pub key: Text,
     /// The value read now (or recorded); absent when the object is not there yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub before: Option<String>,
+    pub before: Option<Text>,
     /// The value the command sets.
-    pub after: String,
+    pub after: Text,
 }
 
 /// Counts per action.

@@ -70,20 +70,20 @@ pub fn changes(state: &State, desired: &HashSet<&str, RandomState>, api: bool) -
             let recorded = state.resources.get(&removal.id)?;
             // The id's name: for a command its stable name (`sacctmgr-qos-team-b`),
             // which says what goes better than the description of what it made.
-            let name = removal.id.splitn(3, ':').nth(2).unwrap_or_default().to_owned();
+            let name = removal.id.splitn(3, ':').nth(2).unwrap_or_default().into();
             Some(Change {
-                kind: recorded.kind.clone(),
+                kind: recorded.kind.as_str().into(),
                 name,
                 action: Action::Remove,
-                reason: Undo::reason(removal.undo.as_ref()).to_owned(),
-                before: Some(recorded.fingerprint.clone()),
+                reason: Undo::reason(removal.undo.as_ref()).into(),
+                before: Some(recorded.fingerprint.as_str().into()),
                 after: None,
                 diff: None,
                 secret: recorded.secret,
                 disruption: crate::resource::Disruption::None,
                 values: Vec::new(),
-                id: removal.id,
-                target: removal.target,
+                id: removal.id.into(),
+                target: removal.target.into(),
             })
         })
         .collect()

@@ -14,6 +14,7 @@ use tabled::{Table, Tabled};
 use super::{Action, Change, Plan, RolloutPlan, ValueChange};
 use crate::model::hostlist;
 use crate::resource::Disruption;
+use crate::text::Text;
 
 /// Kind, name, action, reason and detail (a file's diff, an API object's before → after)
 /// of a change: equal keys fold into one entry.
@@ -29,7 +30,7 @@ fn detail(change: &Change) -> Option<Cow<'_, str>> {
         return Some(Cow::Owned(values_text(&change.values)));
     }
     crate::resource::api::is_api_kind(&change.kind).then(|| {
-        let show = |value: &Option<String>| value.clone().unwrap_or_else(|| "(absent)".to_owned());
+        let show = |value: &Option<Text>| value.as_deref().unwrap_or("(absent)").to_owned();
         Cow::Owned(format!("{} → {}", show(&change.before), show(&change.after)))
     })
 }
@@ -150,8 +151,13 @@ struct Row {
 pub fn summary_table(plan: &Plan) -> String {
     let mut rows: BTreeMap<&str, Row> = BTreeMap::new();
     for Change { kind, action, .. } in &plan.changes {
-        let row =
-            rows.entry(kind).or_insert_with(|| Row { kind: kind.clone(), create: 0, update: 0, remove: 0, no_op: 0 });
+        let row = rows.entry(kind.as_str()).or_insert_with(|| Row {
+            kind: kind.to_string(),
+            create: 0,
+            update: 0,
+            remove: 0,
+            no_op: 0,
+        });
         match action {
             Action::Create => row.create += 1,
             Action::Update => row.update += 1,

@@ -207,7 +207,7 @@ impl State {
             _ => (None, false),
         };
         self.resources.insert(
-            resource.id.0.clone(),
+            resource.id.to_string(),
             Recorded {
                 kind: resource.desired.kind().to_owned(),
                 fingerprint: resource.desired.fingerprint(),

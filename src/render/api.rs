@@ -49,7 +49,7 @@ pub fn resources(model: &Model, inventory: Option<&Inventory>) -> ApiResources {
     });
     let placement_id = placement.as_ref().map(|name| {
         let item = ApiDesired::PlacementGroup { cluster: model.name.clone(), name: name.clone() };
-        let id = ResourceId(item.id());
+        let id = ResourceId(item.id().into());
         out.resources.push(resource(item, []));
         id
     });
@@ -72,7 +72,7 @@ pub fn resources(model: &Model, inventory: Option<&Inventory>) -> ApiResources {
                     interfaces: interfaces.clone(),
                     placement_group: placement.clone(),
                 };
-                out.gates.insert(node.name.clone(), ResourceId(item.id()));
+                out.gates.insert(node.name.clone(), ResourceId(item.id().into()));
                 out.resources.push(resource(item, placement_id.clone()));
             }
             continue;
@@ -89,7 +89,7 @@ pub fn resources(model: &Model, inventory: Option<&Inventory>) -> ApiResources {
             let mut before = Vec::new();
             for (name, value) in &profile.bios {
                 let item = ApiDesired::BiosAttribute { host: host.clone(), name: name.clone(), value: value.clone() };
-                before.push(ResourceId(item.id()));
+                before.push(ResourceId(item.id().into()));
                 // A BIOS setting takes effect on the next reset.
                 out.resources.push(resource(item, []).disrupts(crate::resource::Disruption::Reboot));
             }
@@ -99,7 +99,7 @@ pub fn resources(model: &Model, inventory: Option<&Inventory>) -> ApiResources {
                     target: BootTarget::Pxe,
                     enabled: BootEnabled::Once,
                 };
-                let id = ResourceId(item.id());
+                let id = ResourceId(item.id().into());
                 out.resources.push(resource(item, before.clone()));
                 before.push(id);
             }
@@ -108,7 +108,7 @@ pub fn resources(model: &Model, inventory: Option<&Inventory>) -> ApiResources {
                 DesiredPower::Off => PowerState::Off,
             };
             let item = ApiDesired::Power { host: host.clone(), state };
-            out.gates.insert(host.clone(), ResourceId(item.id()));
+            out.gates.insert(host.clone(), ResourceId(item.id().into()));
             out.resources.push(resource(item, before));
             if !profile.firmware.is_empty() {
                 out.firmware.insert(host, profile.firmware.clone());

@@ -171,7 +171,7 @@ fn rename(id: &ResourceId, from: &str, to: &str) -> ResourceId {
             let mut renamed = String::with_capacity(to.len() + rest.len());
             renamed.push_str(to);
             renamed.push_str(rest);
-            ResourceId(renamed)
+            ResourceId(renamed.into())
         }
         None => id.clone(),
     }

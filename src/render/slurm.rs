@@ -928,7 +928,7 @@ mod tests {
             .into_iter()
             .filter_map(|resource| match resource.desired {
                 Desired::Command { undo, .. } if resource.id.as_str().starts_with("head:command:") => {
-                    Some((resource.id.0, undo))
+                    Some((resource.id.to_string(), undo))
                 }
                 _ => None,
             })
