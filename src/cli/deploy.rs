@@ -124,7 +124,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
     let bmcs = inventory.inventory.bmcs.keys().filter_map(|host| {
         crate::bmc::redfish::BmcConfig::from_inventory(&inventory.inventory, host, Path::new(".")).ok()
     });
-    let power_cycle = deploy::reboot::RedfishPowerCycle::new(bmcs);
+    // Before either, BIOS values queued on its BMC that the blueprint does not want are overwritten.
+    let power_cycle = deploy::reboot::RedfishPowerCycle::new(bmcs).with_bios(deploy::api::wanted_bios(&compiled.graph));
     let runtime = live::runtime()?;
     runtime.block_on(async {
         let options = RunOptions::from(&args.apply);
