@@ -303,6 +303,13 @@ fn api_stage(args: &Args, blueprint: &Path, inventory: Option<&Path>) -> anyhow:
             deploy::api::apply(&compiled.graph, &plan, &loaded.inventory, inventory_path, Path::new("."), 1).await
         };
         save_state(state_path.as_deref(), deploy::api::record(previous, &compiled.graph, &plan, &report))?;
+        // The table shows each host's first problem on one line; the BMC's whole
+        // message (its `@Message.ExtendedInfo`, what is queued) goes here.
+        for outcome in &report.outcomes {
+            if let apply::Outcome::Failed { error } = &outcome.outcome {
+                eprintln!("failed: {} on {}: {error}", outcome.id, outcome.target);
+            }
+        }
         if plan.summary.has_changes() {
             match output {
                 OutputFormat::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&report)?)),
