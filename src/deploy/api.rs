@@ -13,6 +13,11 @@
 //! a one-time PXE boot is planned only for a node that is off (it is being
 //! provisioned; a running node is left to boot as it does), and a node that is on
 //! and gets BIOS changes is restarted, since BMCs apply BIOS settings at boot.
+//!
+//! A reset applies every BIOS value queued on the BMC, whoever queued it: `api::queued`
+//! plans those values (wanted, or overwritten), and [`apply`] leaves only the
+//! blueprint's values queued before anything else on that BMC, refusing to power on
+//! or restart a node while an unwanted one remains.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

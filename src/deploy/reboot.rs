@@ -12,7 +12,9 @@
 //! identity (bounded by `return_timeout`); then wait until `systemctl
 //! is-system-running` says `running` or `degraded` (bounded by `settle_timeout`).
 //! When the host does not come back, a [`PowerCycle`] fallback (the BMC) may restart
-//! it once, and the wait starts again.
+//! it once, and the wait starts again. Before the reboot, the same fallback readies the
+//! host out of band ([`PowerCycle::before_reboot`]): its BMC is left with only the BIOS
+//! values the blueprint wants queued, since any reset applies what is queued.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -243,7 +245,10 @@ impl PowerCycle for NoPowerCycle {
 
 /// [`PowerCycle`] through each host's BMC over Redfish: [`Redfish::power_cycle`] of
 /// its one system (`PowerCycle`, else `ForceRestart`, else `On` for a system found
-/// off — as the BMC's `ResetType@Redfish.AllowableValues` allows).
+/// off — as the BMC's `ResetType@Redfish.AllowableValues` allows). Before a power
+/// cycle or a reboot, BIOS values queued on the BMC that the blueprint does not want
+/// ([`RedfishPowerCycle::with_bios`]) are overwritten with the values in effect; when
+/// they stay queued, or the BMC cannot be read, the host is not restarted.
 #[derive(Debug, Clone, Default)]
 pub struct RedfishPowerCycle {
     bmcs: BTreeMap<String, BmcConfig>,

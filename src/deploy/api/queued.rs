@@ -99,3 +99,41 @@ fn set_back(host: &str, bios: &BiosSettings, setting: &PendingSetting) -> Change
         values: Vec::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn observation(bios: &Value, queued: &Value) -> ApiObservation {
+        let mut observation = ApiObservation::default();
+        let settings = BiosSettings::read("/redfish/v1/Systems/1/Bios", bios, Some(queued));
+        observation.bios.insert("n1".into(), settings);
+        observation
+    }
+
+    #[test]
+    fn a_queued_attribute_the_bios_does_not_report_cannot_be_set_back_and_says_so() {
+        let observation = observation(
+            &json!({ "Attributes": { "ProcTurboMode": "Enabled" } }),
+            &json!({ "Attributes": { "SecretNewKnob": "On" } }),
+        );
+        let added = plan(&mut [], &BTreeMap::new(), &observation);
+        assert_eq!(added.len(), 1);
+        assert_eq!(added[0].id, "n1:bios:SecretNewKnob");
+        assert!(added[0].reason.starts_with("pending on BMC: SecretNewKnob = On (unwanted) and not in effect"));
+        assert!(added[0].reason.contains("`/redfish/v1/Systems/1/Bios`"), "{}", added[0].reason);
+        assert_eq!(added[0].before.as_deref(), Some("(not reported) (pending: On)"));
+    }
+
+    #[test]
+    fn a_node_whose_bmc_could_not_be_read_is_left_as_it_is() {
+        let mut observation = observation(
+            &json!({ "Attributes": { "ProcTurboMode": "Enabled" } }),
+            &json!({ "Attributes": { "ProcTurboMode": "Disabled" } }),
+        );
+        observation.unreachable.insert("n1".into(), "connection refused".into());
+        assert!(plan(&mut [], &BTreeMap::new(), &observation).is_empty());
+    }
+}
