@@ -394,9 +394,15 @@ async fn apply_bmc(
     let (redfish, system) = match connected {
         Ok(connected) => connected,
         Err(error) => {
-            let (index, item, _) = steps[0];
+            // The failure is the first change's (a no-op before it is left unchanged);
+            // everything after it is skipped.
+            let first = steps.iter().position(|(_, _, change)| changing(change)).unwrap_or(0);
+            for (index, item, _) in &steps[..first] {
+                out.push(outcome(*index, item, Outcome::Unchanged, started));
+            }
+            let (index, item, _) = steps[first];
             out.push(outcome(index, item, Outcome::Failed { error: error.to_string() }, started));
-            finish_after_failure(steps, 1, item, &mut out);
+            finish_after_failure(steps, first + 1, item, &mut out);
             return out;
         }
     };
