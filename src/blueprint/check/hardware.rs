@@ -1,5 +1,5 @@
-//! Checks of hardware profiles: references resolve, firmware versions are version
-//! strings, BIOS values are scalars a BMC accepts.
+//! Checks of hardware profiles: references resolve, firmware versions are non-empty
+//! text, BIOS values are scalars a BMC accepts.
 
 use super::unknown_name_help;
 use crate::blueprint::LoadedBlueprint;
@@ -25,17 +25,12 @@ fn references(loaded: &LoadedBlueprint, out: &mut Diagnostics) {
     }
 }
 
-/// A firmware version as vendors write them: `2.3.1`, `U50_1.60`, `1.2.3-4`,
-/// `P89 v2.80`: starts with a letter or digit, then letters, digits, `.`, `_`, `-`,
-/// `(`, `)` or single spaces, with at least one digit.
+/// A firmware version as the vendor writes it, compared as text: `2.3.1`,
+/// `P79 v1.45 (12/06/2017)`, `1.45.455b66-rev4`, `U46 v2.70 (01/11/2023)`. Vendors
+/// share no grammar, so only what no BMC reports is refused: an empty or blank
+/// string, and control characters (a line break pasted along with the version).
 pub(crate) fn is_firmware_version(text: &str) -> bool {
-    let mut chars = text.chars();
-    chars.next().is_some_and(|first| first.is_ascii_alphanumeric())
-        && text.len() <= 64
-        && text.chars().any(|c| c.is_ascii_digit())
-        && !text.ends_with(' ')
-        && !text.contains("  ")
-        && text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '(' | ')' | ' '))
+    !text.trim().is_empty() && !text.chars().any(char::is_control)
 }
 
 fn profiles(loaded: &LoadedBlueprint, out: &mut Diagnostics) {
@@ -46,10 +41,13 @@ fn profiles(loaded: &LoadedBlueprint, out: &mut Diagnostics) {
                 out.push(
                     Diagnostic::error(
                         "invalid-firmware-version",
-                        format!("firmware version `{version}` of `{component}` is not a version"),
+                        format!(
+                            "firmware version `{}` of `{component}` is empty or has control characters",
+                            version.escape_debug()
+                        ),
                     )
                     .at(&loaded.source, join_key(&join_key(&base, "firmware"), component))
-                    .help("write the version exactly as the BMC reports it, e.g. `2.3.1` or `U50_1.60`"),
+                    .help("write the version exactly as the BMC reports it, e.g. `2.3.1` or `P79 v1.45 (12/06/2017)`"),
                 );
             }
         }

@@ -296,3 +296,42 @@ async fn power_cycle_sends_force_restart_where_power_cycle_is_not_allowed() {
     assert_eq!(post.path, "/redfish/v1/Systems/1/Actions/ComputerSystem.Reset");
     assert_eq!(serde_json::from_str::<Value>(&post.body).expect("JSON"), json!({"ResetType": "ForceRestart"}));
 }
+
+fn mockup_text(path: &str) -> String {
+    std::fs::read_to_string(format!("{}/tests/support/mockups/{path}", env!("CARGO_MANIFEST_DIR"))).expect("mockup")
+}
+
+/// A BIOS write to Dell's settings object: `If-Match` with the ETag of the resource,
+/// `OnReset` as the apply time, and the BMC's `@Message.ExtendedInfo` in the error.
+#[tokio::test]
+async fn a_bios_write_sends_if_match_and_the_apply_time_and_shows_the_bmcs_messages() {
+    let root = r#"{"Systems":{"@odata.id":"/redfish/v1/Systems"}}"#;
+    let system = r#"{"Id":"System.Embedded.1","Bios":{"@odata.id":"/redfish/v1/Systems/System.Embedded.1/Bios"}}"#;
+    let settings = mockup_text("dell-r650/Systems/System.Embedded.1/Bios/Settings/index.json");
+    let (base, seen, server) = serve(vec![
+        (200, vec![], root.into()),
+        (200, vec![], r#"{"Members":[]}"#.into()),
+        (200, vec![], system.into()),
+        (200, vec![], mockup_text("dell-r650/Systems/System.Embedded.1/Bios/index.json")),
+        (200, vec![], settings.clone()),
+        (200, vec![("ETag", "W/\"gen-7\"".into())], settings),
+        (400, vec![], mockup_text("errors/extended-info.json")),
+    ]);
+    let client = Redfish::connect(config(&base)).await.expect("connects");
+    let wanted = BTreeMap::from([("SriovGlobalEnable".to_owned(), json!("Enabled"))]);
+    let error = client.settle_bios("/redfish/v1/Systems/System.Embedded.1", &wanted).await.expect_err("rejected");
+    server.join().expect("server");
+    let text = error.to_string();
+    assert!(text.starts_with("BMC `node01`: PATCH `"), "{text}");
+    assert!(text.contains("rejected with HTTP 400: The value Red for the property IndicatorLED"), "{text}");
+    assert!(text.contains("; The property SKU is a read only property"), "every message: {text}");
+    let seen = seen.lock().expect("lock");
+    let patch = seen.iter().find(|request| request.method == "PATCH").expect("a PATCH");
+    assert_eq!(patch.path, "/redfish/v1/Systems/System.Embedded.1/Bios/Settings");
+    assert_eq!(patch.header("If-Match"), Some("W/\"gen-7\""));
+    let body: Value = serde_json::from_str(&patch.body).expect("JSON body");
+    assert_eq!(
+        body,
+        json!({ "Attributes": { "LogicalProc": "Enabled" }, "@Redfish.SettingsApplyTime": { "ApplyTime": "OnReset" } })
+    );
+}
