@@ -55,6 +55,7 @@ pub async fn observe_node(
                 info.boot.enabled.as_deref().unwrap_or("Disabled")
             )),
             ApiDesired::BiosAttribute { name, .. } => bios.get(name).map(value_text),
+            ApiDesired::Firmware { component, .. } => info.firmware.get(component).cloned(),
             ApiDesired::Instance { .. } | ApiDesired::PlacementGroup { .. } => continue,
         };
         observed.insert(item.id(), value);

@@ -80,7 +80,7 @@ pub(crate) fn free_port() -> u16 {
 }
 
 /// The test venv's directory.
-fn venv() -> PathBuf {
+pub(crate) fn venv() -> PathBuf {
     std::env::var_os("TOOLKIT_HTTP_VENV")
         .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".toolkit/venv"), PathBuf::from)
 }
@@ -114,8 +114,8 @@ fn system_program(program: &str, package: &str) -> Option<PathBuf> {
     found
 }
 
-const USER: &str = "operator";
-const PASSWORD: &str = "Pa55-Sushy-S3cret";
+pub(crate) const USER: &str = "operator";
+pub(crate) const PASSWORD: &str = "Pa55-Sushy-S3cret";
 const SYSTEM_UUID: &str = "6c1e2a8e-0f7b-4b9e-9a57-3f1d2c4b5a60";
 const MACS: [&str; 2] = ["52:54:00:aa:00:01", "52:54:00:aa:00:02"];
 
@@ -186,7 +186,7 @@ SUSHY_EMULATOR_FAKE_SYSTEMS = [{{
     Some(Server::start(&python, &args, port, dir))
 }
 
-fn config(server: &Server, password: &str) -> BmcConfig {
+pub(crate) fn config(server: &Server, password: &str) -> BmcConfig {
     let credentials = Credentials { username: USER.to_owned(), password: Sensitive::new(password) };
     let mut config =
         BmcConfig::new("node01", &format!("http://127.0.0.1:{}", server.port), credentials).expect("endpoint");
@@ -420,7 +420,7 @@ async fn tls_trusts_the_inventorys_ca_file_and_skips_checks_only_when_insecure()
 
 /// One bare-metal node whose hardware profile differs from the emulator's system:
 /// BIOS `ProcTurboMode` (Enabled there), power on with a one-time PXE boot, firmware.
-const METAL_BLUEPRINT: &str = r#"version: 1
+pub(crate) const METAL_BLUEPRINT: &str = r#"version: 1
 cluster:
   name: metal
 node_groups:
@@ -455,6 +455,23 @@ scheduler:
       - { name: all, groups: [node], default: true }
 "#;
 
+/// An inventory with node01's BMC at the emulator on `port`, credentials from the
+/// environment [`toolkit_metal`] sets.
+pub(crate) fn metal_inventory(port: u16) -> String {
+    format!(
+        "version: 1
+hosts:
+  node01: {{ address: 127.0.0.1 }}
+bmcs:
+  node01:
+    endpoint: http://127.0.0.1:{port}
+    username: {{ env: TOOLKIT_TEST_BMC_USER }}
+    password: {{ env: TOOLKIT_TEST_BMC_PASSWORD }}
+state_file: state.json
+"
+    )
+}
+
 /// `toolkit` with the emulator's credentials in the environment the inventories name;
 /// the password must never be printed.
 pub(crate) fn toolkit_metal(dir: &Path, args: &[&str]) -> std::process::Output {
@@ -471,12 +488,12 @@ pub(crate) fn toolkit_metal(dir: &Path, args: &[&str]) -> std::process::Output {
     output
 }
 
-fn shown(output: &std::process::Output) -> String {
+pub(crate) fn shown(output: &std::process::Output) -> String {
     format!("{}\n{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
 }
 
 /// A client of the emulator and its system, powered off (and observed off).
-async fn powered_off(server: &Server) -> (Redfish, String) {
+pub(crate) async fn powered_off(server: &Server) -> (Redfish, String) {
     let client = Redfish::connect(config(server, PASSWORD)).await.expect("connects");
     let system = client.system().await.expect("one system");
     client.reset(&system, ResetType::ForceOff).await.expect("powers off");
@@ -492,20 +509,7 @@ async fn hardware_profile_plans_applies_and_converges_through_the_emulator() {
 
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("bp.yaml"), METAL_BLUEPRINT).expect("blueprint");
-    let inventory = format!(
-        "version: 1
-hosts:
-  node01: {{ address: 127.0.0.1 }}
-bmcs:
-  node01:
-    endpoint: http://127.0.0.1:{}
-    username: {{ env: TOOLKIT_TEST_BMC_USER }}
-    password: {{ env: TOOLKIT_TEST_BMC_PASSWORD }}
-state_file: state.json
-",
-        server.port
-    );
-    std::fs::write(dir.path().join("inv.yaml"), inventory).expect("inventory");
+    std::fs::write(dir.path().join("inv.yaml"), metal_inventory(server.port)).expect("inventory");
 
     // The plan shows each difference with before and after, and the firmware mismatch.
     let output =

@@ -1,8 +1,9 @@
-//! Checks of hardware profiles: references resolve, firmware versions are version
-//! strings, BIOS values are scalars a BMC accepts.
+//! Checks of hardware profiles: references resolve, firmware versions are non-empty,
+//! firmware images are http(s) URLs with a SHA-256, BIOS values are scalars a BMC accepts.
 
 use super::unknown_name_help;
 use crate::blueprint::LoadedBlueprint;
+use crate::blueprint::schema::FirmwareWanted;
 use crate::diagnostic::{Diagnostic, Diagnostics};
 use crate::source::join_key;
 
@@ -25,33 +26,80 @@ fn references(loaded: &LoadedBlueprint, out: &mut Diagnostics) {
     }
 }
 
-/// A firmware version as vendors write them: `2.3.1`, `U50_1.60`, `1.2.3-4`,
-/// `P89 v2.80`: starts with a letter or digit, then letters, digits, `.`, `_`, `-`,
-/// `(`, `)` or single spaces, with at least one digit.
+/// A firmware version as vendors write them: any text the BMC could report
+/// (`P79 v1.45 (12/06/2017)`, `1.45.455b66-rev4`, `2.75.75.75`), so only what no BMC
+/// reports is refused: nothing, surrounding spaces, control characters, or a length
+/// past what Redfish implementations keep. Versions go to BMCs as JSON, never to a
+/// shell; how two are ordered is `bmc::version`'s business.
 pub(crate) fn is_firmware_version(text: &str) -> bool {
-    let mut chars = text.chars();
-    chars.next().is_some_and(|first| first.is_ascii_alphanumeric())
-        && text.len() <= 64
-        && text.chars().any(|c| c.is_ascii_digit())
-        && !text.ends_with(' ')
-        && !text.contains("  ")
-        && text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '(' | ')' | ' '))
+    !text.is_empty() && text.trim() == text && text.len() <= 128 && !text.chars().any(char::is_control)
+}
+
+fn is_sha256(text: &str) -> bool {
+    text.len() == 64 && text.chars().all(|c| c.is_ascii_hexdigit())
+}
+
+fn is_image_url(text: &str) -> bool {
+    let rest = text.strip_prefix("https://").or_else(|| text.strip_prefix("http://"));
+    rest.is_some_and(|rest| {
+        let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        !host.is_empty() && !rest.chars().any(|c| c.is_whitespace() || c.is_control())
+    })
+}
+
+fn firmware(loaded: &LoadedBlueprint, base: &str, component: &str, wanted: &FirmwareWanted, out: &mut Diagnostics) {
+    let key = join_key(&join_key(base, "firmware"), component);
+    if !is_firmware_version(&wanted.version) {
+        out.push(
+            Diagnostic::error(
+                "invalid-firmware-version",
+                format!("firmware version `{}` of `{component}` is not a version", wanted.version),
+            )
+            .at(&loaded.source, key.clone())
+            .help("write the version exactly as the BMC reports it, e.g. `2.75.75.75` or `U46 v2.70 (01/11/2023)`"),
+        );
+    }
+    if let Some(image) = &wanted.image
+        && !is_image_url(image)
+    {
+        out.push(
+            Diagnostic::error(
+                "invalid-firmware-image",
+                format!("firmware image `{image}` of `{component}` is not an http(s) URL"),
+            )
+            .at(&loaded.source, join_key(&key, "image"))
+            .help("give the URL the BMC downloads the image from, e.g. `http://10.0.0.2/fw/bios-2.70.bin`"),
+        );
+    }
+    match (&wanted.image, &wanted.sha256) {
+        (Some(_), None) => out.push(
+            Diagnostic::error("firmware-image-without-sha256", format!("firmware image of `{component}` has no `sha256`"))
+                .at(&loaded.source, join_key(&key, "image"))
+                .help("add `sha256:` with the image's SHA-256 (`sha256sum IMAGE`): toolkit checks it before the BMC takes the image"),
+        ),
+        (None, Some(_)) => out.push(
+            Diagnostic::error("firmware-sha256-without-image", format!("`{component}` has a `sha256` but no `image`"))
+                .at(&loaded.source, join_key(&key, "sha256"))
+                .help("add the `image:` URL the checksum is of, or write the version alone to only expect it"),
+        ),
+        _ => {}
+    }
+    if let Some(sha256) = &wanted.sha256
+        && !is_sha256(sha256)
+    {
+        out.push(
+            Diagnostic::error("invalid-firmware-sha256", format!("`sha256` of `{component}` is not 64 hex digits"))
+                .at(&loaded.source, join_key(&key, "sha256"))
+                .help("write the image's SHA-256 as `sha256sum` prints it"),
+        );
+    }
 }
 
 fn profiles(loaded: &LoadedBlueprint, out: &mut Diagnostics) {
     for (name, profile) in &loaded.blueprint.hardware_profiles {
         let base = join_key("hardware_profiles", name);
-        for (component, version) in &profile.firmware {
-            if !is_firmware_version(version) {
-                out.push(
-                    Diagnostic::error(
-                        "invalid-firmware-version",
-                        format!("firmware version `{version}` of `{component}` is not a version"),
-                    )
-                    .at(&loaded.source, join_key(&join_key(&base, "firmware"), component))
-                    .help("write the version exactly as the BMC reports it, e.g. `2.3.1` or `U50_1.60`"),
-                );
-            }
+        for (component, wanted) in &profile.firmware {
+            firmware(loaded, &base, component, wanted, out);
         }
         for (attribute, value) in &profile.bios {
             if value.is_object() || value.is_array() || value.is_null() {

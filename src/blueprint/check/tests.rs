@@ -1233,9 +1233,10 @@ fn with_profile(profile: &str) -> String {
 
 #[test]
 fn a_valid_hardware_profile_is_clean() {
-    let text = with_profile(
-        "    power: on\n    pxe_on_provision: true\n    bios: { ProcTurboMode: Disabled, NumCores: 10 }\n    firmware: { BIOS: \"2.3.1\", BMC: U50_1.60 }\n",
-    );
+    let text = with_profile(&format!(
+        "    power: on\n    pxe_on_provision: true\n    bios: {{ ProcTurboMode: Disabled, NumCores: 10 }}\n    firmware_updates: true\n    firmware:\n      BIOS: \"P79 v1.45 (12/06/2017)\"\n      BMC: {{ version: 1.45.455b66-rev4, image: https://10.0.0.2/fw/bmc.bin, sha256: {} }}\n",
+        "ab".repeat(32)
+    ));
     let diagnostics = lint(&text);
     assert!(diagnostics.is_empty(), "{}", diagnostics.render());
 }
@@ -1249,10 +1250,29 @@ fn an_unknown_hardware_profile_is_an_error_with_a_suggestion() {
 
 finds!(
     firmware_versions_are_versions,
-    &with_profile("    firmware: { BIOS: \"latest please\" }\n"),
+    &with_profile("    firmware: { BIOS: \"\" }\n"),
     [],
     "invalid-firmware-version",
     "firmware: { BIOS:",
+    Error
+);
+finds!(
+    firmware_images_need_a_sha256,
+    &with_profile("    firmware:\n      BIOS: { version: U46 v2.70 (01/11/2023), image: http://10.0.0.2/u46.bin }\n"),
+    [],
+    "firmware-image-without-sha256",
+    "image: http://10.0.0.2/u46.bin",
+    Error
+);
+finds!(
+    firmware_images_are_urls,
+    &with_profile(&format!(
+        "    firmware:\n      BMC: {{ version: \"7.10\", image: /srv/bmc.bin, sha256: {} }}\n",
+        "a".repeat(64)
+    )),
+    [],
+    "invalid-firmware-image",
+    "image: /srv/bmc.bin",
     Error
 );
 finds!(
@@ -1274,10 +1294,10 @@ finds!(
 
 #[test]
 fn firmware_version_format() {
-    for good in ["2.3.1", "U50_1.60", "1.2.3-4", "P89 v2.80", "7.10(1)"] {
+    for good in ["2.3.1", "U50_1.60", "P79 v1.45 (12/06/2017)", "1.45.455b66-rev4", "2.75.75.75", "latest please"] {
         assert!(super::hardware::is_firmware_version(good), "{good}");
     }
-    for bad in ["", "latest", "-1.0", "1.0 ", "1..0 ;rm", "v1  2"] {
+    for bad in ["", " 1.0", "1.0 ", "1.0\n2.0"] {
         assert!(!super::hardware::is_firmware_version(bad), "{bad}");
     }
 }
