@@ -73,6 +73,21 @@ pub enum BmcError {
         #[source]
         source: reqwest::Error,
     },
+    /// Values are queued on the BMC for the next reset that the blueprint does not
+    /// want: a reset would apply them, so toolkit does not send one.
+    #[error(
+        "BMC `{host}`: BIOS values the blueprint does not want are queued for the next reset: {settings}; \
+         toolkit does not reset the host while they are queued. Clear them on the BMC (`{settings_uri}`) \
+         or add them to the node's hardware profile"
+    )]
+    UnwantedPending {
+        /// The host.
+        host: String,
+        /// The queued values, each with the value in effect.
+        settings: String,
+        /// The settings object that holds them.
+        settings_uri: String,
+    },
     /// The BMC refused the credentials (HTTP 401).
     #[error("authentication failed for BMC {host} as {user}")]
     AuthenticationFailed {

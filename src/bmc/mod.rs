@@ -3,7 +3,8 @@
 //! Stage: observe/apply (API targets). Input: the inventory's `bmcs` entry for a host
 //! ([`BmcConfig::from_inventory`]). Output: discovered facts and changes made on the BMC.
 //!
-//! - [`redfish`]: the client ([`Redfish`]): discovery, power, one-time boot, BIOS, firmware.
+//! - [`redfish`]: the client ([`Redfish`]): discovery, power, one-time boot, BIOS, firmware;
+//!   [`redfish::settings`]: BIOS values in effect and queued for the next reset.
 //! - [`session`]: credentials ([`Sensitive`] never prints) and session/basic authentication.
 //! - [`version`]: vendor firmware versions compared (newer, older, or why not comparable).
 //! - [`error`]: [`BmcError`], naming host, URL and user, never a password.
@@ -18,6 +19,7 @@ pub mod session;
 pub mod version;
 
 pub use error::BmcError;
+pub use redfish::settings::{BiosSettings, PendingSetting};
 pub use redfish::{
     BiosChange, BmcConfig, BootOverride, BootTarget, FirmwareMismatch, Nic, PowerState, Redfish, ResetType,
     RetryPolicy, SystemInfo, bios_diff, firmware_check, power_cycle_type,

@@ -926,18 +926,15 @@ impl Redfish {
         Ok(attributes.iter().map(|(name, value)| (name.clone(), value.clone())).collect())
     }
 
-    /// Writes BIOS attributes to the settings object (`@Redfish.Settings`, else
-    /// `Bios/Settings`); most BMCs apply them at the next reboot.
+    /// Writes BIOS attributes to the settings object (`@Redfish.Settings`, else the
+    /// `Bios` resource itself), with `@Redfish.SettingsApplyTime` `OnReset` where the
+    /// BMC offers it; most BMCs apply them at the next reset.
     ///
     /// # Errors
     /// See [`BmcError`].
     pub async fn set_bios(&self, system: &str, attributes: &BTreeMap<String, Value>) -> Result<(), BmcError> {
-        let path = self.bios_path(system).await?;
-        let bios = self.get(&path).await?;
-        let settings = link(&bios, "/@Redfish.Settings/SettingsObject")
-            .unwrap_or_else(|| format!("{}/Settings", path.trim_end_matches('/')));
-        tracing::info!(host = %self.config.host, system, count = attributes.len(), "BIOS settings");
-        self.patch(&settings, &json!({ "Attributes": attributes })).await
+        let settings = self.bios_settings(system).await?;
+        self.write_bios_settings(&settings, attributes).await
     }
 }
 
@@ -987,6 +984,7 @@ impl Drop for Redfish {
     }
 }
 
+pub mod settings;
 pub mod update;
 
 #[cfg(test)]

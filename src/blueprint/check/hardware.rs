@@ -26,13 +26,12 @@ fn references(loaded: &LoadedBlueprint, out: &mut Diagnostics) {
     }
 }
 
-/// A firmware version as vendors write them: any text the BMC could report
-/// (`P79 v1.45 (12/06/2017)`, `1.45.455b66-rev4`, `2.75.75.75`), so only what no BMC
-/// reports is refused: nothing, surrounding spaces, control characters, or a length
-/// past what Redfish implementations keep. Versions go to BMCs as JSON, never to a
-/// shell; how two are ordered is `bmc::version`'s business.
+/// A firmware version as the vendor writes it, compared as text: `2.3.1`,
+/// `P79 v1.45 (12/06/2017)`, `1.45.455b66-rev4`, `U46 v2.70 (01/11/2023)`. Vendors
+/// share no grammar, so only what no BMC reports is refused: an empty or blank
+/// string, and control characters (a line break pasted along with the version).
 pub(crate) fn is_firmware_version(text: &str) -> bool {
-    !text.is_empty() && text.trim() == text && text.len() <= 128 && !text.chars().any(char::is_control)
+    !text.trim().is_empty() && !text.chars().any(char::is_control)
 }
 
 fn is_sha256(text: &str) -> bool {
@@ -53,7 +52,10 @@ fn firmware(loaded: &LoadedBlueprint, base: &str, component: &str, wanted: &Firm
         out.push(
             Diagnostic::error(
                 "invalid-firmware-version",
-                format!("firmware version `{}` of `{component}` is not a version", wanted.version),
+                format!(
+                    "firmware version `{}` of `{component}` is empty or has control characters",
+                    wanted.version.escape_debug()
+                ),
             )
             .at(&loaded.source, key.clone())
             .help("write the version exactly as the BMC reports it, e.g. `2.75.75.75` or `U46 v2.70 (01/11/2023)`"),

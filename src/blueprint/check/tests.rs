@@ -1250,7 +1250,7 @@ fn an_unknown_hardware_profile_is_an_error_with_a_suggestion() {
 
 finds!(
     firmware_versions_are_versions,
-    &with_profile("    firmware: { BIOS: \"\" }\n"),
+    &with_profile("    firmware: { BIOS: \" \" }\n"),
     [],
     "invalid-firmware-version",
     "firmware: { BIOS:",
@@ -1294,10 +1294,19 @@ finds!(
 
 #[test]
 fn firmware_version_format() {
-    for good in ["2.3.1", "U50_1.60", "P79 v1.45 (12/06/2017)", "1.45.455b66-rev4", "2.75.75.75", "latest please"] {
+    // As BMCs report them (DMTF, HPE, Dell, Supermicro, Lenovo mockups: tests/support/mockups/SOURCE.md).
+    for good in [
+        "2.3.1",
+        "U50_1.60",
+        "P79 v1.45 (12/06/2017)",
+        "1.45.455b66-rev4",
+        "2.75.75.75",
+        "U46 v2.70 (01/11/2023)",
+        "latest",
+    ] {
         assert!(super::hardware::is_firmware_version(good), "{good}");
     }
-    for bad in ["", " 1.0", "1.0 ", "1.0\n2.0"] {
+    for bad in ["", "  ", "1.0\nrm -rf", "2.3.1\t"] {
         assert!(!super::hardware::is_firmware_version(bad), "{bad}");
     }
 }
