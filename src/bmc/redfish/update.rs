@@ -528,6 +528,100 @@ mod tests {
         assert!(error.to_string().contains("firmware update task `/t/3` not done"), "{error}");
     }
 
+    /// A recorded document of `tests/support/mockups/` (see its SOURCE.md).
+    fn mockup(path: &str) -> Value {
+        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/mockups").join(path);
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("mockup")).expect("JSON")
+    }
+
+    #[test]
+    fn reads_recorded_update_services() {
+        // A real iDRAC 9 (Dell R650): SimpleUpdate fetches HTTP(S), NFS, CIFS, TFTP;
+        // OnReset supported; a multipart push for anything else.
+        let dell = UpdateService::from_document(&mockup("dell-r650/UpdateService/index.json"));
+        assert_eq!(dell.method_for("https://fw.example/iDRAC.d9"), Ok(Method::SimpleUpdate));
+        assert_eq!(dell.method_for("ftp://fw.example/iDRAC.d9"), Ok(Method::MultipartPush));
+        assert_eq!(dell.apply_time(), Some("OnReset"));
+        // DMTF's rack-mount mockup: SimpleUpdate without a protocol list, apply times
+        // only in the push options, no multipart push.
+        let dmtf = UpdateService::from_document(&mockup("dmtf-rackmount1/UpdateService/index.json"));
+        assert_eq!(dmtf.method_for("http://fw/bios.bin"), Ok(Method::SimpleUpdate));
+        assert_eq!(dmtf.multipart_push, None);
+        assert_eq!(dmtf.apply_time(), Some("OnReset"));
+    }
+
+    const PUSH_SERVICE: &str = r#"{"MultipartHttpPushUri":"/redfish/v1/UpdateService/upload",
+      "HttpPushUriOptions":{"HttpPushUriApplyTime":{"ApplyTime@Redfish.AllowableValues":["Immediate","OnReset"]}}}"#;
+
+    /// A BMC that takes pushes only: connect (root, credentials check), the service,
+    /// the system (for its manager), then what `rest` scripts.
+    fn push_bmc(rest: Vec<super::super::tests::Answer>) -> Vec<super::super::tests::Answer> {
+        let root = r#"{"Systems":{"@odata.id":"/redfish/v1/Systems"},"UpdateService":{"@odata.id":"/redfish/v1/UpdateService"}}"#;
+        let mut answers = vec![
+            (200, vec![], root.to_owned()),
+            (200, vec![], r#"{"Members":[{"@odata.id":"/redfish/v1/Systems/1"}]}"#.to_owned()),
+            (200, vec![], PUSH_SERVICE.to_owned()),
+            (200, vec![], r#"{"Links":{"ManagedBy":[{"@odata.id":"/redfish/v1/Managers/1"}]}}"#.to_owned()),
+        ];
+        answers.extend(rest);
+        answers
+    }
+
+    #[tokio::test]
+    async fn pushes_a_checked_image_and_follows_the_task_monitor() {
+        let image = "BMC IMAGE 7.10";
+        let (base, seen, server) = super::super::tests::serve(push_bmc(vec![
+            (200, vec![], image.to_owned()),
+            (202, vec![("Location", "/taskmon/5".to_owned())], String::new()),
+            (202, vec![], String::new()),
+            (200, vec![], r#"{"TaskState":"Completed","TaskStatus":"OK"}"#.to_owned()),
+        ]));
+        let client = Redfish::connect(super::super::tests::config(&base)).await.expect("connects");
+        let uri = format!("{base}/fw/bmc-7.10.bin");
+        let sha256 = sha256_hex(image.as_bytes());
+        let update = client
+            .update_firmware("/redfish/v1/Systems/1", "BMC", &FirmwareImage { uri: &uri, sha256: &sha256 })
+            .await
+            .expect("updates");
+        server.join().expect("server");
+        assert_eq!(
+            update,
+            Update {
+                method: Method::MultipartPush,
+                task: Some(format!("{base}/taskmon/5")),
+                apply_time: Some("OnReset")
+            }
+        );
+        let seen = seen.lock().expect("lock").clone();
+        assert_eq!((seen[4].method.as_str(), seen[4].path.as_str()), ("GET", "/fw/bmc-7.10.bin"));
+        let push = &seen[5];
+        assert_eq!((push.method.as_str(), push.path.as_str()), ("POST", "/redfish/v1/UpdateService/upload"));
+        assert!(push.header("Content-Type").is_some_and(|t| t.starts_with("multipart/form-data; boundary=")));
+        assert!(
+            push.body.contains(r#"{"@Redfish.OperationApplyTime":"OnReset","Targets":["/redfish/v1/Managers/1"]}"#),
+            "{}",
+            push.body
+        );
+        assert!(push.body.contains("filename=\"bmc-7.10.bin\"") && push.body.contains(image), "{}", push.body);
+        assert_eq!(seen.len(), 8, "two polls of the task monitor");
+    }
+
+    #[tokio::test]
+    async fn an_image_that_is_not_the_declared_one_never_reaches_the_bmc() {
+        let (base, seen, server) =
+            super::super::tests::serve(push_bmc(vec![(200, vec![], "SOMETHING ELSE".to_owned())]));
+        let client = Redfish::connect(super::super::tests::config(&base)).await.expect("connects");
+        let uri = format!("{base}/fw/bmc-7.10.bin");
+        let sha256 = sha256_hex(b"BMC IMAGE 7.10");
+        let error = client
+            .update_firmware("/redfish/v1/Systems/1", "BMC", &FirmwareImage { uri: &uri, sha256: &sha256 })
+            .await
+            .expect_err("checksum mismatch");
+        server.join().expect("server");
+        assert!(matches!(error, UpdateError::Checksum { .. }), "{error}");
+        assert!(seen.lock().expect("lock").iter().all(|request| request.method == "GET"), "nothing was pushed");
+    }
+
     #[test]
     fn a_push_body_carries_parameters_then_the_image() {
         let body = multipart_body("b0", &json!({"Targets": []}), "bmc\".bin", b"\x00IMAGE");
