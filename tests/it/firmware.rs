@@ -23,11 +23,11 @@ use crate::redfish::{
 
 const IMAGE: &[u8] = b"toolkit test BIOS image 2.4.1\n";
 
-/// A static HTTP server on loopback serving `IMAGE` as `/bios.bin`.
-fn image_server() -> Option<Server> {
+/// A static HTTP server on loopback (Python's `http.server`) serving `image` as `/bios.bin`.
+pub(crate) fn image_server(image: &[u8]) -> Option<Server> {
     let python = venv_program("python")?;
     let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("bios.bin"), IMAGE).expect("image");
+    std::fs::write(dir.path().join("bios.bin"), image).expect("image");
     let port = free_port();
     let args =
         ["-m".to_owned(), "http.server".to_owned(), port.to_string(), "--bind".to_owned(), "127.0.0.1".to_owned()];
@@ -41,7 +41,7 @@ async fn bios_version(client: &Redfish, system: &str) -> String {
 #[tokio::test]
 async fn simple_update_flashes_the_bios_only_after_the_image_checks_out() {
     let Some(server) = emulator(None) else { return };
-    let Some(images) = image_server() else { return };
+    let Some(images) = image_server(IMAGE) else { return };
     let client = Redfish::connect(config(&server, PASSWORD)).await.expect("connects");
     let system = client.system().await.expect("one system");
     let uri = format!("http://127.0.0.1:{}/bios.bin", images.port);
@@ -95,7 +95,7 @@ fn firmware_change(plan: &serde_json::Value) -> Option<&serde_json::Value> {
 #[tokio::test]
 async fn plan_and_deploy_flash_an_upgrade_and_refuse_a_downgrade() {
     let Some(server) = emulator(None) else { return };
-    let Some(images) = image_server() else { return };
+    let Some(images) = image_server(IMAGE) else { return };
     // Off: the node is being provisioned, so the API stage flashes it (no jobs to drain).
     let (client, system) = powered_off(&server).await;
     let dir = tempfile::tempdir().expect("tempdir");

@@ -5,6 +5,7 @@ mod deploy;
 mod firmware;
 mod lab;
 mod lab_e2e;
+mod lab_firmware;
 mod lab_reboot;
 mod lab_removal;
 mod lab_rollout;

@@ -1515,3 +1515,19 @@ finds!(
     "network: { stack: inbox, version: 5.0.0 }",
     Warning
 );
+
+#[test]
+fn an_unquoted_decimal_firmware_version_is_refused_where_it_is_written() {
+    // YAML reads `2.40` as 2.4: the version the vendor wrote would be lost.
+    let text = with_profile("    firmware: { BIOS: 2.40 }\n");
+    let diagnostics = load_text(Path::new(BLUEPRINT_FILE), text.clone()).expect_err("refused at load");
+    let rendered = diagnostics.render();
+    assert!(rendered.contains("quote it"), "{rendered}");
+    assert!(
+        diagnostics.0.iter().any(|d| d.position.map(|p| p.line) == Some(line_of(&text, "firmware: { BIOS: 2.40 }"))),
+        "{rendered}"
+    );
+    // A whole number and the long form load.
+    let text = with_profile("    firmware: { BMC: 7, BIOS: { version: \"2.40\" } }\n");
+    assert!(lint(&text).is_empty(), "{}", lint(&text).render());
+}
