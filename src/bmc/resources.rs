@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use super::error::BmcError;
 use super::redfish::Redfish;
+use super::redfish::settings::BiosSettings;
 use crate::cloud::{CLUSTER_TAG, CloudError, Ec2, NODE_TAG};
 use crate::resource::api::{ApiDesired, Observed, value_text};
 
@@ -33,19 +34,36 @@ pub async fn observe_node(
     redfish: &Redfish,
     desired: &[ApiDesired],
 ) -> Result<(Observed, BTreeMap<String, String>), BmcError> {
+    observe_node_facts(redfish, desired).await.map(|facts| (facts.observed, facts.firmware))
+}
+
+/// What one BMC reports about its node.
+#[derive(Debug, Clone, Default)]
+pub struct NodeFacts {
+    /// Observed values by resource id.
+    pub observed: Observed,
+    /// Firmware versions by component.
+    pub firmware: BTreeMap<String, String>,
+    /// The BIOS in effect and queued for the next reset (`None`: no `Bios` resource).
+    pub bios: Option<BiosSettings>,
+}
+
+/// [`observe_node`], and the node's BIOS with the values queued for the next reset:
+/// read whenever the system has a `Bios` resource, since any reset applies what is
+/// queued, BIOS attributes in the blueprint or not.
+///
+/// # Errors
+/// See [`BmcError`].
+pub async fn observe_node_facts(redfish: &Redfish, desired: &[ApiDesired]) -> Result<NodeFacts, BmcError> {
     let mine: Vec<&ApiDesired> =
         desired.iter().filter(|item| item.target() == redfish.host() && !item.is_cloud()).collect();
-    let mut observed = Observed::new();
+    let mut facts = NodeFacts::default();
     if mine.is_empty() {
-        return Ok((observed, BTreeMap::new()));
+        return Ok(facts);
     }
     let system = redfish.system().await?;
     let info = redfish.discover(&system).await?;
-    let bios = if mine.iter().any(|item| matches!(item, ApiDesired::BiosAttribute { .. })) && info.has_bios {
-        redfish.bios(&system).await?
-    } else {
-        BTreeMap::new()
-    };
+    facts.bios = if info.has_bios { Some(redfish.bios_settings(&system).await?) } else { None };
     for item in mine {
         let value = match item {
             ApiDesired::Power { .. } => info.power_state.map(|state| state.as_str().to_owned()),
@@ -54,13 +72,16 @@ pub async fn observe_node(
                 info.boot.target.as_deref().unwrap_or("None"),
                 info.boot.enabled.as_deref().unwrap_or("Disabled")
             )),
-            ApiDesired::BiosAttribute { name, .. } => bios.get(name).map(value_text),
+            ApiDesired::BiosAttribute { name, .. } => {
+                facts.bios.as_ref().and_then(|bios| bios.current.get(name)).map(value_text)
+            }
             ApiDesired::Firmware { component, .. } => info.firmware.get(component).cloned(),
             ApiDesired::Instance { .. } | ApiDesired::PlacementGroup { .. } => continue,
         };
-        observed.insert(item.id(), value);
+        facts.observed.insert(item.id(), value);
     }
-    Ok((observed, info.firmware))
+    facts.firmware = info.firmware;
+    Ok(facts)
 }
 
 /// Reads `cluster`'s instances for the desired instance items of that cluster.

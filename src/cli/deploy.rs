@@ -137,7 +137,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             crate::bmc::redfish::BmcConfig::from_inventory(&inventory.inventory, host, Path::new(".")).ok()
         })
         .collect();
-    let power_cycle = deploy::reboot::RedfishPowerCycle::new(bmcs.clone());
+    // Before either, BIOS values queued on its BMC that the blueprint does not want are overwritten.
+    let power_cycle =
+        deploy::reboot::RedfishPowerCycle::new(bmcs.clone()).with_bios(deploy::api::wanted_bios(&compiled.graph));
     let bmc_changes = deploy::firmware::BmcChanges::new(bmcs);
     let runtime = live::runtime()?;
     runtime.block_on(async {
@@ -328,6 +330,13 @@ fn api_stage(args: &Args, blueprint: &Path, inventory: Option<&Path>) -> anyhow:
             deploy::api::apply(&compiled.graph, &plan, &loaded.inventory, inventory_path, Path::new("."), 1).await
         };
         save_state(state_path.as_deref(), deploy::api::record(previous, &compiled.graph, &plan, &report))?;
+        // The table shows each host's first problem on one line; the BMC's whole
+        // message (its `@Message.ExtendedInfo`, what is queued) goes here.
+        for outcome in &report.outcomes {
+            if let apply::Outcome::Failed { error } = &outcome.outcome {
+                eprintln!("failed: {} on {}: {error}", outcome.id, outcome.target);
+            }
+        }
         if plan.summary.has_changes() {
             match output {
                 OutputFormat::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&report)?)),

@@ -22,8 +22,8 @@ use futures::StreamExt as _;
 
 use super::firmware;
 use crate::apply::{ApplyReport, Outcome, ResourceOutcome, SkipReason};
-use crate::bmc::resources;
-use crate::bmc::{BmcConfig, PowerState, Redfish, ResetType, firmware_check};
+use crate::bmc::resources::{self, NodeFacts};
+use crate::bmc::{BiosSettings, BmcConfig, BmcError, PowerState, Redfish, ResetType, firmware_check};
 use crate::cloud::{AwsCredentials, CLUSTER_TAG, Ec2, Instance, NODE_TAG, NodeSpec, instance_hosts};
 use crate::graph::ResourceGraph;
 use crate::inventory::schema::Cloud;
@@ -34,9 +34,6 @@ use crate::resource::{Desired, ResourceId};
 
 /// How long a power change or instances take to come up before the stage fails.
 const WAIT: Duration = Duration::from_mins(10);
-
-/// What one BMC reports: observed values and firmware versions.
-type NodeReport = (Observed, BTreeMap<String, String>);
 
 /// The graph's API resources, with their indexes.
 #[must_use]
@@ -50,6 +47,19 @@ pub fn items(graph: &ResourceGraph) -> Vec<(usize, &ApiDesired)> {
             _ => None,
         })
         .collect()
+}
+
+/// The BIOS attributes the blueprint wants, by node: what may stay queued on a BMC
+/// for the next reset.
+#[must_use]
+pub fn wanted_bios(graph: &ResourceGraph) -> BTreeMap<String, BTreeMap<String, serde_json::Value>> {
+    let mut wanted: BTreeMap<String, BTreeMap<String, serde_json::Value>> = BTreeMap::new();
+    for (_, item) in items(graph) {
+        if let ApiDesired::BiosAttribute { host, name, value } = item {
+            wanted.entry(host.clone()).or_default().insert(name.clone(), value.clone());
+        }
+    }
+    wanted
 }
 
 /// What the APIs report.
@@ -66,6 +76,8 @@ pub struct ApiObservation {
     /// Nodes the scheduler runs jobs on (set by the caller from the model): when
     /// they are on, their BIOS and firmware changes wait for their rollout wave.
     pub schedulable: BTreeSet<String>,
+    /// Each node's BIOS in effect and queued for the next reset, as its BMC reports it.
+    pub bios: BTreeMap<String, BiosSettings>,
 }
 
 /// An EC2 client from the inventory's `cloud` section, credentials resolved from
@@ -95,12 +107,13 @@ pub async fn observe(graph: &ResourceGraph, inventory: &Inventory, cluster: &str
     }
     let hosts: BTreeSet<&str> = items.iter().filter(|item| !item.is_cloud()).map(ApiDesired::target).collect();
     let items_ref = &items;
-    let results: Vec<(String, Result<NodeReport, String>)> = futures::stream::iter(hosts)
+    let results: Vec<(String, Result<NodeFacts, String>)> = futures::stream::iter(hosts)
         .map(|host| async move {
             let result = async {
                 let config = BmcConfig::from_inventory(inventory, host, base).map_err(|error| error.to_string())?;
                 let redfish = Redfish::connect(config).await.map_err(|error| error.to_string())?;
-                let observed = resources::observe_node(&redfish, items_ref).await.map_err(|error| error.to_string());
+                let observed =
+                    resources::observe_node_facts(&redfish, items_ref).await.map_err(|error| error.to_string());
                 let _ = redfish.close().await;
                 observed
             }
@@ -112,9 +125,12 @@ pub async fn observe(graph: &ResourceGraph, inventory: &Inventory, cluster: &str
         .await;
     for (host, result) in results {
         match result {
-            Ok((observed, firmware)) => {
-                observation.observed.extend(observed);
-                observation.firmware.insert(host, firmware);
+            Ok(facts) => {
+                observation.observed.extend(facts.observed);
+                observation.firmware.insert(host.clone(), facts.firmware);
+                if let Some(bios) = facts.bios {
+                    observation.bios.insert(host, bios);
+                }
             }
             Err(reason) => {
                 observation.unreachable.insert(host, reason);
@@ -174,17 +190,15 @@ pub fn changes(graph: &ResourceGraph, observation: &ApiObservation) -> Vec<Chang
         observation.schedulable.contains(target)
             && power.get(target).is_some_and(|before| before.as_deref() == Some("On"))
     };
-    let mut bios_changing: BTreeSet<String> = BTreeSet::new();
-    for change in &mut changes {
-        if !firmware::is_bmc_side(&change.kind) || change.action == Action::NoOp {
-            continue;
-        }
-        if waits(&change.target) && !observation.unreachable.contains_key(&change.target) {
-            change.reason = format!("{}; {}", change.reason, firmware::IN_ROLLOUT_WAVE);
-        } else {
-            bios_changing.insert(change.target.clone());
-        }
-    }
+    // Nodes the API stage restarts: BIOS or firmware changing, not left to a wave.
+    let restarting: BTreeMap<String, bool> = changes
+        .iter()
+        .filter(|change| firmware::is_bmc_side(&change.kind) && change.action != Action::NoOp)
+        .filter(|change| !waits(&change.target))
+        .fold(BTreeMap::new(), |mut hosts, change| {
+            *hosts.entry(change.target.clone()).or_default() |= change.kind == "firmware";
+            hosts
+        });
     for change in &mut changes {
         let is_on = power.get(&change.target).is_some_and(|before| before.as_deref() == Some("On"));
         if let Some(reason) = observation
@@ -200,11 +214,29 @@ pub fn changes(graph: &ResourceGraph, observation: &ApiObservation) -> Vec<Chang
                 change.action = Action::NoOp;
                 "node is on: PXE boot only when it is provisioned".clone_into(&mut change.reason);
             }
-            "power" if change.action == Action::NoOp && is_on && bios_changing.contains(&change.target) => {
+            "power" if change.action == Action::NoOp && is_on && restarting.contains_key(&change.target) => {
                 change.action = Action::Update;
-                "restart: BIOS settings and firmware apply at boot".clone_into(&mut change.reason);
+                change.reason = if restarting[&change.target] {
+                    "restart: BIOS settings and firmware apply at boot".to_owned()
+                } else {
+                    "restart: BIOS settings apply at boot".to_owned()
+                };
             }
             _ => {}
+        }
+    }
+    let queued = queued::plan(&mut changes, &wanted_bios(graph), observation);
+    changes.extend(queued);
+    // A schedulable node that is on is reset only in its wave; overwriting values
+    // queued on its BMC (`pending on BMC: …`) resets nothing and stays here.
+    for change in &mut changes {
+        let wave = firmware::is_bmc_side(&change.kind)
+            && change.action != Action::NoOp
+            && waits(&change.target)
+            && !observation.unreachable.contains_key(&change.target)
+            && !change.reason.starts_with("pending on BMC:");
+        if wave {
+            change.reason = format!("{}; {}", change.reason, firmware::IN_ROLLOUT_WAVE);
         }
     }
     for instance in &observation.orphans {
@@ -299,8 +331,22 @@ pub async fn apply(
             work.entry(item.target().to_owned()).or_default().push((index, item, change));
         }
     }
+    let wanted = wanted_bios(graph);
+    let no_bios = BTreeMap::new();
+    let desired_ids: BTreeSet<String> = items(graph).into_iter().map(|(_, item)| item.id()).collect();
+    // Hosts with queued BIOS values to overwrite, though nothing of theirs in the graph changes.
+    let queued: BTreeSet<&str> = plan
+        .changes
+        .iter()
+        .filter(|change| change.kind == "bios" && change.action == Action::Update && !desired_ids.contains(&change.id))
+        .map(|change| change.target.as_str())
+        .collect();
+    let (wanted, no_bios, queued) = (&wanted, &no_bios, &queued);
     let mut outcomes: Vec<ResourceOutcome> = futures::stream::iter(work)
-        .map(|(host, steps)| async move { apply_bmc(inventory, base, &host, &steps).await })
+        .map(|(host, steps)| async move {
+            let bios = BmcBios { wanted: wanted.get(&host).unwrap_or(no_bios), queued: queued.contains(host.as_str()) };
+            apply_bmc(inventory, base, &host, &steps, bios).await
+        })
         .buffer_unordered(parallel.max(1))
         .flat_map(futures::stream::iter)
         .collect()
@@ -338,15 +384,25 @@ fn finish_after_failure(
     }
 }
 
+/// One node's BIOS as the blueprint wants it, for the API stage.
+#[derive(Debug, Clone, Copy)]
+struct BmcBios<'a> {
+    /// The attributes the blueprint wants: all that may stay queued.
+    wanted: &'a BTreeMap<String, serde_json::Value>,
+    /// The plan overwrites queued values the blueprint does not want.
+    queued: bool,
+}
+
 async fn apply_bmc(
     inventory: &Inventory,
     base: &Path,
     host: &str,
     steps: &[(usize, &ApiDesired, &Change)],
+    bios: BmcBios<'_>,
 ) -> Vec<ResourceOutcome> {
     let mut out = Vec::new();
     let changing = |change: &Change| matches!(change.action, Action::Create | Action::Update);
-    if !steps.iter().any(|(_, _, change)| changing(change)) {
+    if !bios.queued && !steps.iter().any(|(_, _, change)| changing(change)) {
         for (index, item, _) in steps {
             out.push(outcome(*index, item, Outcome::Unchanged, Instant::now()));
         }
@@ -357,7 +413,14 @@ async fn apply_bmc(
         let config = BmcConfig::from_inventory(inventory, host, base)?;
         let redfish = Redfish::connect(config).await?;
         let system = redfish.system().await?;
-        Ok::<_, crate::bmc::BmcError>((redfish, system))
+        // Before any other change: exactly the blueprint's BIOS values queued, written
+        // together (BMCs stage them for the next boot), nothing else left for a reset
+        // to apply.
+        let overwritten = settle_bios(&redfish, &system, bios.wanted).await?;
+        for setting in overwritten.iter().filter(|setting| setting.wanted.is_none()) {
+            eprintln!("{host}: BIOS value pending on the BMC and not in the blueprint set back: {setting}");
+        }
+        Ok::<_, BmcError>((redfish, system))
     }
     .await;
     let (redfish, system) = match connected {
@@ -369,16 +432,6 @@ async fn apply_bmc(
             return out;
         }
     };
-    // BIOS attributes go in one PATCH: BMCs stage them together for the next boot.
-    let bios: BTreeMap<String, serde_json::Value> = steps
-        .iter()
-        .filter(|(_, _, change)| changing(change))
-        .filter_map(|(_, item, _)| match item {
-            ApiDesired::BiosAttribute { name, value, .. } => Some((name.clone(), value.clone())),
-            _ => None,
-        })
-        .collect();
-    let mut bios_result: Option<Result<(), String>> = None;
     for (position, (index, item, change)) in steps.iter().enumerate() {
         let started = Instant::now();
         if !changing(change) {
@@ -386,15 +439,15 @@ async fn apply_bmc(
             continue;
         }
         let result = match item {
-            ApiDesired::BiosAttribute { .. } => bios_result
-                .get_or_insert(redfish.set_bios(&system, &bios).await.map_err(|error| error.to_string()))
-                .clone(),
             ApiDesired::Firmware { .. } => firmware::apply(&redfish, &system, &[*item]).await,
+            // Written above, with the other BIOS values.
+            ApiDesired::BiosAttribute { .. } | ApiDesired::Instance { .. } | ApiDesired::PlacementGroup { .. } => {
+                Ok(())
+            }
             ApiDesired::BootOverride { target, .. } => {
                 redfish.boot_once(&system, *target).await.map(|_| ()).map_err(|error| error.to_string())
             }
-            ApiDesired::Power { state, .. } => power(&redfish, &system, *state, change).await,
-            ApiDesired::Instance { .. } | ApiDesired::PlacementGroup { .. } => Ok(()),
+            ApiDesired::Power { state, .. } => power(&redfish, &system, *state, change, bios.wanted).await,
         };
         match result {
             Ok(()) => out.push(outcome(*index, item, Outcome::Changed, started)),
@@ -409,15 +462,38 @@ async fn apply_bmc(
     out
 }
 
+/// [`Redfish::settle_bios`]; a system without a `Bios` resource has nothing queued,
+/// which is an error only when the blueprint wants BIOS values.
+async fn settle_bios(
+    redfish: &Redfish,
+    system: &str,
+    wanted: &BTreeMap<String, serde_json::Value>,
+) -> Result<Vec<crate::bmc::PendingSetting>, BmcError> {
+    match redfish.settle_bios(system, wanted).await {
+        Err(BmcError::Unsupported { .. }) if wanted.is_empty() => Ok(Vec::new()),
+        result => result,
+    }
+}
+
 /// On from off, off from on, or a restart of a node that is on, then waits until
-/// the BMC reports the desired state.
-async fn power(redfish: &Redfish, system: &str, state: PowerState, change: &Change) -> Result<(), String> {
+/// the BMC reports the desired state. Turning on or restarting applies what is
+/// queued in the BIOS: refused while a value the blueprint does not want is queued.
+async fn power(
+    redfish: &Redfish,
+    system: &str,
+    state: PowerState,
+    change: &Change,
+    wanted: &BTreeMap<String, serde_json::Value>,
+) -> Result<(), String> {
     let is_on = change.before.as_deref() == Some("On");
     let reset = match state {
         PowerState::On if is_on => ResetType::ForceRestart,
         PowerState::Off => ResetType::ForceOff,
         _ => ResetType::On,
     };
+    if reset != ResetType::ForceOff {
+        redfish.refuse_unwanted_pending(system, wanted).await.map_err(|error| error.to_string())?;
+    }
     redfish.reset(system, reset).await.map_err(|error| error.to_string())?;
     redfish.wait_for_power(system, state, WAIT).await.map_err(|error| error.to_string())
 }
@@ -634,6 +710,8 @@ pub fn record(
     state
 }
 
+mod queued;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -712,7 +790,7 @@ mod tests {
             [
                 ("bios", Action::Update, "Enabled → Disabled"),
                 ("boot", Action::NoOp, "node is on: PXE boot only when it is provisioned"),
-                ("power", Action::Update, "restart: BIOS settings and firmware apply at boot"),
+                ("power", Action::Update, "restart: BIOS settings apply at boot"),
             ]
         );
         assert!(pending_hosts(&changes).is_empty(), "a node that is on is reachable over SSH");
@@ -725,6 +803,89 @@ mod tests {
             ]),
         );
         assert!(converged.iter().all(|change| change.action == Action::NoOp), "{converged:?}");
+    }
+
+    /// The DMTF rack server's BIOS: in effect and queued (tests/support/mockups/SOURCE.md).
+    fn dmtf_bios() -> BiosSettings {
+        let read = |path: &str| -> serde_json::Value {
+            let file =
+                format!("{}/tests/support/mockups/dmtf-rackmount1/{path}/index.json", env!("CARGO_MANIFEST_DIR"));
+            serde_json::from_str(&std::fs::read_to_string(file).expect("mockup")).expect("JSON")
+        };
+        let base = "Systems/437XR1138R2/Bios";
+        BiosSettings::read(
+            "/redfish/v1/Systems/437XR1138R2/Bios",
+            &read(base),
+            Some(&read(&format!("{base}/Settings"))),
+        )
+    }
+
+    /// The DMTF rack server as node `n1`, on, with `ProcTurboMode: Enabled` (queued:
+    /// `Disabled`) and `EmbeddedSata: embedded_sata` (in effect `Raid`, queued `Ahci`)
+    /// in its hardware profile.
+    fn dmtf_node(embedded_sata: &str) -> (ResourceGraph, ApiObservation) {
+        let graph = graph(vec![
+            ApiDesired::BiosAttribute { host: "n1".into(), name: "ProcTurboMode".into(), value: "Enabled".into() },
+            ApiDesired::BiosAttribute { host: "n1".into(), name: "EmbeddedSata".into(), value: embedded_sata.into() },
+            ApiDesired::Power { host: "n1".into(), state: PowerState::On },
+        ]);
+        let mut observation = observed(&[
+            ("n1:bios:ProcTurboMode", "Enabled"),
+            ("n1:bios:EmbeddedSata", "Raid"),
+            ("n1:power:system", "On"),
+        ]);
+        observation.bios.insert("n1".into(), dmtf_bios());
+        (graph, observation)
+    }
+
+    #[test]
+    fn values_pending_on_the_bmc_are_planned_wanted_or_overwritten() {
+        let (graph, observation) = dmtf_node("Ahci");
+        let changes = changes(&graph, &observation);
+        let summary: Vec<(&str, Action, &str, Option<&str>)> = changes
+            .iter()
+            .map(|change| (change.id.as_str(), change.action, change.reason.as_str(), change.before.as_deref()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (
+                    "n1:bios:ProcTurboMode",
+                    Action::Update,
+                    "pending on BMC: ProcTurboMode = Disabled (unwanted), overwritten with Enabled",
+                    Some("Enabled (pending: Disabled)")
+                ),
+                (
+                    "n1:bios:EmbeddedSata",
+                    Action::Update,
+                    "Raid → Ahci: pending on BMC, applies at the next reset",
+                    Some("Raid")
+                ),
+                ("n1:power:system", Action::Update, "restart: BIOS settings apply at boot", Some("On")),
+                (
+                    "n1:bios:AdminPhone",
+                    Action::Update,
+                    "pending on BMC: AdminPhone = (404) 555-1212 (unwanted), set back to \"\" before any reset",
+                    Some("\"\" (pending: (404) 555-1212)")
+                ),
+                (
+                    "n1:bios:NicBoot2",
+                    Action::Update,
+                    "pending on BMC: NicBoot2 = NetworkBoot (unwanted), set back to Disabled before any reset",
+                    Some("Disabled (pending: NetworkBoot)")
+                ),
+            ]
+        );
+        assert_eq!(wanted_bios(&graph)["n1"].len(), 2);
+    }
+
+    #[test]
+    fn overwriting_an_unwanted_value_alone_does_not_restart_the_node() {
+        let (graph, observation) = dmtf_node("Raid");
+        let changes = changes(&graph, &observation);
+        let power = changes.iter().find(|change| change.kind == "power").expect("power");
+        assert_eq!(power.action, Action::NoOp, "{power:?}");
+        assert_eq!(changes.iter().filter(|change| change.action == Action::Update).count(), 4, "{changes:#?}");
     }
 
     #[test]

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::bmc::{BmcConfig, Redfish};
+use crate::bmc::{BmcConfig, BmcError, Redfish};
 use crate::transport::{Connector, Executor, TransportError};
 
 /// Where the kernel says which boot this is (random at every kernel boot).
@@ -192,6 +192,16 @@ pub enum RebootError {
         /// The last state read (or why it could not be read).
         state: String,
     },
+    /// The BMC has BIOS values queued that the blueprint does not want, and they could
+    /// not be overwritten: a reboot would apply them, so the host was not rebooted.
+    #[error("`{host}` was not rebooted: its BMC has BIOS values queued for the next reset")]
+    QueuedSettings {
+        /// The host.
+        host: String,
+        /// Which values, and why they stayed.
+        #[source]
+        source: PowerCycleError,
+    },
     /// The fallback could not power-cycle the host.
     #[error("`{host}` did not come back, and power-cycling it through its BMC failed")]
     PowerCycle {
@@ -211,6 +221,14 @@ pub type PowerCycleError = Box<dyn std::error::Error + Send + Sync>;
 pub trait PowerCycle: Sync {
     /// Power-cycles `host` and returns once the request was accepted.
     fn power_cycle(&self, host: &str) -> impl Future<Output = Result<(), PowerCycleError>> + Send;
+
+    /// Readies `host` for a reboot out of band before it is asked to reboot: a BMC
+    /// overwrites queued BIOS values the blueprint does not want, which any reset
+    /// would apply. Nothing to do by default.
+    fn before_reboot(&self, host: &str) -> impl Future<Output = Result<(), PowerCycleError>> + Send {
+        let _ = host;
+        async { Ok(()) }
+    }
 }
 
 /// No fallback: [`reboot`] gives up when the host does not come back.
@@ -229,6 +247,8 @@ impl PowerCycle for NoPowerCycle {
 #[derive(Debug, Clone, Default)]
 pub struct RedfishPowerCycle {
     bmcs: BTreeMap<String, BmcConfig>,
+    /// The BIOS values the blueprint wants, by host: all that may stay queued.
+    bios: BTreeMap<String, BTreeMap<String, serde_json::Value>>,
 }
 
 /// A host the [`RedfishPowerCycle`] has no BMC for.
@@ -242,19 +262,54 @@ pub struct NoBmc {
 impl RedfishPowerCycle {
     /// A fallback for the hosts of `bmcs` (keyed by [`BmcConfig::host`]).
     pub fn new(bmcs: impl IntoIterator<Item = BmcConfig>) -> Self {
-        Self { bmcs: bmcs.into_iter().map(|config| (config.host.clone(), config)).collect() }
+        Self { bmcs: bmcs.into_iter().map(|config| (config.host.clone(), config)).collect(), bios: BTreeMap::new() }
+    }
+
+    /// The BIOS values the blueprint wants by host (`deploy::api::wanted_bios`): before
+    /// a reboot or a power cycle every other value queued on the BMC is overwritten
+    /// with the one in effect; a host not named has none wanted.
+    #[must_use]
+    pub fn with_bios(mut self, bios: BTreeMap<String, BTreeMap<String, serde_json::Value>>) -> Self {
+        self.bios = bios;
+        self
+    }
+
+    /// Connects to `host`'s BMC and leaves only the wanted BIOS values queued.
+    async fn settled(&self, host: &str) -> Result<Option<(Redfish, String)>, PowerCycleError> {
+        let Some(config) = self.bmcs.get(host) else { return Ok(None) };
+        let client = Redfish::connect(config.clone()).await?;
+        let system = client.system().await?;
+        let none = BTreeMap::new();
+        let wanted = self.bios.get(host).unwrap_or(&none);
+        match client.settle_bios(&system, wanted).await {
+            Ok(overwritten) => {
+                for setting in overwritten {
+                    tracing::warn!(host, %setting, "queued BIOS value the blueprint does not want overwritten");
+                }
+            }
+            // No Bios resource: nothing queued.
+            Err(BmcError::Unsupported { .. }) => {}
+            Err(error) => return Err(error.into()),
+        }
+        Ok(Some((client, system)))
     }
 }
 
 impl PowerCycle for RedfishPowerCycle {
     async fn power_cycle(&self, host: &str) -> Result<(), PowerCycleError> {
-        let config = self.bmcs.get(host).ok_or_else(|| NoBmc { host: host.to_owned() })?;
-        let client = Redfish::connect(config.clone()).await?;
-        let system = client.system().await?;
+        let (client, system) = self.settled(host).await?.ok_or_else(|| NoBmc { host: host.to_owned() })?;
         let reset = client.power_cycle(&system).await?;
         tracing::warn!(host, system, reset = reset.as_str(), "reset through the BMC");
         // The reset was accepted; a session left open times out on the BMC.
         let _ = client.close().await;
+        Ok(())
+    }
+
+    /// A host without a BMC here reboots as it is: toolkit cannot see its BIOS queue.
+    async fn before_reboot(&self, host: &str) -> Result<(), PowerCycleError> {
+        if let Some((client, _)) = self.settled(host).await? {
+            let _ = client.close().await;
+        }
         Ok(())
     }
 }
@@ -284,6 +339,12 @@ pub async fn reboot_with_fallback<C: Connector, P: PowerCycle>(
     fallback: Option<&P>,
 ) -> Result<RebootReport, RebootError> {
     let before = identity_before(connector, host).await?;
+    if let Some(fallback) = fallback {
+        fallback
+            .before_reboot(host)
+            .await
+            .map_err(|source| RebootError::QueuedSettings { host: host.to_owned(), source })?;
+    }
     let session =
         connector.connect(host).await.map_err(|source| RebootError::Before { host: host.to_owned(), source })?;
     // A second's delay lets this command exit, and SSH deliver its status, before

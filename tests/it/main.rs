@@ -13,6 +13,7 @@ mod lint;
 mod parse;
 mod plan;
 mod redfish;
+mod redfish_static;
 mod render_gpu_stack;
 mod render_network;
 mod render_slurm;

@@ -472,6 +472,15 @@ state_file: state.json
     )
 }
 
+/// A directory with `blueprint` as `bp.yaml` and `inv.yaml`: node `node01` whose BMC
+/// is `server`, credentials from the environment [`toolkit_metal`] sets.
+pub(crate) fn metal_dir(blueprint: &str, server: &Server) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("bp.yaml"), blueprint).expect("blueprint");
+    std::fs::write(dir.path().join("inv.yaml"), metal_inventory(server.port)).expect("inventory");
+    dir
+}
+
 /// `toolkit` with the emulator's credentials in the environment the inventories name;
 /// the password must never be printed.
 pub(crate) fn toolkit_metal(dir: &Path, args: &[&str]) -> std::process::Output {
@@ -507,9 +516,7 @@ async fn hardware_profile_plans_applies_and_converges_through_the_emulator() {
     // The node is off: it is to be provisioned (power on after a one-time PXE boot).
     let (client, system) = powered_off(&server).await;
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("bp.yaml"), METAL_BLUEPRINT).expect("blueprint");
-    std::fs::write(dir.path().join("inv.yaml"), metal_inventory(server.port)).expect("inventory");
+    let dir = metal_dir(METAL_BLUEPRINT, &server);
 
     // The plan shows each difference with before and after, and the firmware mismatch.
     let output =
@@ -590,4 +597,26 @@ async fn the_reboot_fallback_power_cycles_through_the_bmc() {
 
     let error = fallback.power_cycle("node02").await.expect_err("no BMC");
     assert_eq!(error.to_string(), "`node02` has no BMC in the inventory (`bmcs:`), so it cannot be power-cycled");
+}
+
+/// The BIOS write path on the emulator: `settle_bios` writes the wanted values that the
+/// next reset would not bring and nothing else. sushy applies BIOS writes at once (its
+/// `Bios/Settings` is the `Bios` store), so nothing is ever left queued there; queued
+/// values are tested on recorded vendor services (`redfish_static.rs`).
+#[tokio::test]
+async fn settling_the_bios_writes_only_the_wanted_values_that_differ() {
+    let Some(server) = emulator(None) else { return };
+    let client = Redfish::connect(config(&server, PASSWORD)).await.expect("connects");
+    let system = client.system().await.expect("one system");
+    let before = client.bios_settings(&system).await.expect("reads the BIOS");
+    assert!(before.pending.is_empty(), "{before:?}");
+    assert!(before.apply_times.is_empty(), "sushy offers no apply times: none is sent");
+    let wanted = [("ProcTurboMode".to_owned(), json!("Disabled")), ("BootMode".to_owned(), json!("Uefi"))].into();
+    assert_eq!(before.write_for(&wanted), [("ProcTurboMode".to_owned(), json!("Disabled"))].into());
+    let overwritten = client.settle_bios(&system, &wanted).await.expect("settles");
+    assert!(overwritten.is_empty());
+    let after = client.bios_settings(&system).await.expect("reads again");
+    assert_eq!(after.current["ProcTurboMode"], json!("Disabled"));
+    assert!(after.write_for(&wanted).is_empty(), "converged");
+    client.refuse_unwanted_pending(&system, &wanted).await.expect("nothing queued: a reset may go ahead");
 }

@@ -214,3 +214,27 @@ async fn the_redfish_fallback_needs_a_bmc_for_the_host() {
     let source = std::error::Error::source(&error).map(ToString::to_string).unwrap_or_default();
     assert_eq!(source, "`node01` has no BMC in the inventory (`bmcs:`), so it cannot be power-cycled");
 }
+
+/// A BMC with BIOS values queued that it cannot overwrite.
+struct StuckQueue;
+
+impl PowerCycle for StuckQueue {
+    async fn power_cycle(&self, _host: &str) -> Result<(), PowerCycleError> {
+        Err("not expected".into())
+    }
+
+    async fn before_reboot(&self, _host: &str) -> Result<(), PowerCycleError> {
+        Err("`LogicalProc` = `Disabled` (in effect: `Enabled`)".into())
+    }
+}
+
+#[tokio::test]
+async fn a_host_with_unwanted_bios_values_queued_is_not_rebooted() {
+    let fake = host(Behaviour { away: None, reboots: true, starting: 0 });
+    let error = reboot_with_fallback(fake.connector.as_ref(), "node01", &quick(), Some(&StuckQueue))
+        .await
+        .expect_err("refused");
+    assert!(matches!(error, RebootError::QueuedSettings { .. }), "{error:?}");
+    assert!(error.to_string().contains("was not rebooted"), "{error}");
+    assert!(!commands(&fake.connector).contains(&"systemd-run".to_owned()), "no reboot command was sent");
+}
