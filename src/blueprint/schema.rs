@@ -91,13 +91,129 @@ pub struct HardwareProfile {
     /// them at the next boot, so a change restarts a node that is on.
     #[serde(default)]
     pub bios: BTreeMap<String, serde_json::Value>,
-    /// Expected firmware versions by component (`BIOS`, `BMC`, or a firmware inventory
-    /// `Id`). A mismatch is reported by `plan`; firmware is never updated by toolkit.
+    /// Wanted firmware by component (`BIOS`, `BMC`, or a firmware inventory `Id`): a
+    /// version only (`BMC: "7.10"`: expected, a mismatch is a plan warning), or
+    /// `{version, image, sha256}`, flashed through the BMC's UpdateService when
+    /// firmware updates are on (`firmware_updates`, or `--firmware`).
     #[serde(default)]
-    pub firmware: BTreeMap<String, String>,
+    pub firmware: BTreeMap<String, FirmwareWanted>,
+    /// Flash the components that name an `image` (`--firmware` does it for every
+    /// profile of one run). Off: mismatches are only reported.
+    #[serde(default)]
+    pub firmware_updates: bool,
+    /// Flash a wanted version older than the running one, or one the vendor-aware
+    /// comparison cannot order (see docs/firmware.md); refused otherwise.
+    #[serde(default)]
+    pub allow_downgrade: bool,
     /// Boot from the network once when the node is provisioned (powered on from off).
     #[serde(default)]
     pub pxe_on_provision: bool,
+}
+
+/// One firmware component a hardware profile wants: written as the version alone
+/// (expected only, nothing is flashed) or as `{version, image, sha256}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FirmwareWanted {
+    /// The version, exactly as the BMC reports it (`U46 v2.70 (01/11/2023)`, `2.75.75.75`).
+    pub version: String,
+    /// Where the BMC (or toolkit, for a push) fetches the image: an `http(s)://` URL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// SHA-256 of the image, checked before the BMC is asked to take it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+/// The long form of [`FirmwareWanted`], as written in YAML.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FirmwareImage {
+    /// The version the image installs, exactly as the BMC reports it afterwards.
+    pub version: String,
+    /// `http(s)://` URL of the image.
+    #[serde(default)]
+    pub image: Option<String>,
+    /// SHA-256 of the image (64 hex digits).
+    #[serde(default)]
+    pub sha256: Option<String>,
+}
+
+impl From<FirmwareImage> for FirmwareWanted {
+    fn from(long: FirmwareImage) -> Self {
+        Self { version: long.version, image: long.image, sha256: long.sha256 }
+    }
+}
+
+impl FirmwareWanted {
+    /// A version that is only expected (no image).
+    #[must_use]
+    pub fn expected(version: &str) -> Self {
+        Self { version: version.to_owned(), image: None, sha256: None }
+    }
+}
+
+impl<'de> Deserialize<'de> for FirmwareWanted {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(FirmwareWantedVisitor)
+    }
+}
+
+struct FirmwareWantedVisitor;
+
+impl<'de> serde::de::Visitor<'de> for FirmwareWantedVisitor {
+    type Value = FirmwareWanted;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("a version string, or `{version, image, sha256}`")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<FirmwareWanted, E> {
+        Ok(FirmwareWanted::expected(value))
+    }
+
+    // YAML reads `2.40` as the number 2.4: the version it meant is lost, so say so.
+    fn visit_f64<E: serde::de::Error>(self, value: f64) -> Result<FirmwareWanted, E> {
+        Err(E::custom(format!(
+            "YAML reads this version as the number {value}: quote it (`\"2.40\"`) so it stays as the vendor writes it"
+        )))
+    }
+
+    // A whole number (`7`) reads the same as text.
+
+    fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<FirmwareWanted, E> {
+        Ok(FirmwareWanted::expected(&value.to_string()))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, value: i64) -> Result<FirmwareWanted, E> {
+        Ok(FirmwareWanted::expected(&value.to_string()))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<FirmwareWanted, A::Error> {
+        FirmwareImage::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(FirmwareWanted::from)
+    }
+}
+
+impl JsonSchema for FirmwareWanted {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "FirmwareWanted".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let long = generator.subschema_for::<FirmwareImage>();
+        schemars::json_schema!({
+            "description": "A version only (expected: reported, never flashed), or `{version, image, sha256}`.",
+            "anyOf": [{ "type": "string" }, long]
+        })
+    }
+}
+
+impl Blueprint {
+    /// Turns firmware updates on for every hardware profile (`--firmware`).
+    pub fn enable_firmware_updates(&mut self) {
+        for profile in self.hardware_profiles.values_mut() {
+            profile.firmware_updates = true;
+        }
+    }
 }
 
 /// Power state of a node.

@@ -6,6 +6,7 @@
 //! - [`redfish`]: the client ([`Redfish`]): discovery, power, one-time boot, BIOS, firmware;
 //!   [`redfish::settings`]: BIOS values in effect and queued for the next reset.
 //! - [`session`]: credentials ([`Sensitive`] never prints) and session/basic authentication.
+//! - [`version`]: vendor firmware versions compared (newer, older, or why not comparable).
 //! - [`error`]: [`BmcError`], naming host, URL and user, never a password.
 //! - [`resources`]: reads the API objects of the desired state (power, boot override,
 //!   BIOS attribute, cloud instance) as they are; their data types are the core's
@@ -15,6 +16,7 @@ pub mod error;
 pub mod redfish;
 pub mod resources;
 pub mod session;
+pub mod version;
 
 pub use error::BmcError;
 pub use redfish::settings::{BiosSettings, PendingSetting};

@@ -3,7 +3,7 @@
 //! Stage: observe/apply (BMC). Input: a [`BmcConfig`] (from the inventory's `bmcs`).
 //! Output: typed facts ([`SystemInfo`], [`PowerState`], [`BootOverride`], BIOS
 //! attributes, firmware versions) and the changes made (reset, one-time boot, BIOS
-//! settings).
+//! settings); [`update`] flashes firmware through the `UpdateService`.
 //!
 //! Every request goes through [`Redfish::send`]: it authenticates (session token or
 //! basic auth), retries what is safe to retry (no answer, 5xx, 429) with exponential
@@ -985,6 +985,7 @@ impl Drop for Redfish {
 }
 
 pub mod settings;
+pub mod update;
 
 #[cfg(test)]
 mod tests;

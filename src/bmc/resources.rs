@@ -75,6 +75,7 @@ pub async fn observe_node_facts(redfish: &Redfish, desired: &[ApiDesired]) -> Re
             ApiDesired::BiosAttribute { name, .. } => {
                 facts.bios.as_ref().and_then(|bios| bios.current.get(name)).map(value_text)
             }
+            ApiDesired::Firmware { component, .. } => info.firmware.get(component).cloned(),
             ApiDesired::Instance { .. } | ApiDesired::PlacementGroup { .. } => continue,
         };
         facts.observed.insert(item.id(), value);

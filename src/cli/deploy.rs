@@ -36,6 +36,11 @@ pub struct Args {
     /// `-target` for API objects), `ssh` configures the hosts only, `all` both, API first.
     #[arg(long, value_enum, default_value_t)]
     stage: Stage,
+    /// Flash firmware: every hardware profile's components that name an `image` (as
+    /// `firmware_updates: true` does per profile). A schedulable node is flashed in its
+    /// rollout wave, drained; a downgrade is refused unless the profile allows it.
+    #[arg(long)]
+    firmware: bool,
     #[command(flatten)]
     apply: ApplyArgs,
     #[command(flatten)]
@@ -89,9 +94,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
     }
     // Loaded (again) after the API stage: the inventory now includes the hosts of
     // the instances it ran.
-    let Some(inputs) = load_checked(&blueprint, inventory.as_deref(), output) else {
+    let Some(mut inputs) = load_checked(&blueprint, inventory.as_deref(), output) else {
         return Ok(Status::Error);
     };
+    if args.firmware {
+        inputs.blueprint.blueprint.enable_firmware_updates();
+    }
     let inventory = live::require_inventory(&inputs)?;
     let renderer = match &args.templates {
         Some(dir) => Renderer::with_overrides(dir)?,
@@ -121,11 +129,18 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
     };
     let site = crate::validate::subjects::Site::from_inventory(&inventory.inventory);
     // A host that does not come back from a reboot is power-cycled through its BMC.
-    let bmcs = inventory.inventory.bmcs.keys().filter_map(|host| {
-        crate::bmc::redfish::BmcConfig::from_inventory(&inventory.inventory, host, Path::new(".")).ok()
-    });
+    let bmcs: Vec<_> = inventory
+        .inventory
+        .bmcs
+        .keys()
+        .filter_map(|host| {
+            crate::bmc::redfish::BmcConfig::from_inventory(&inventory.inventory, host, Path::new(".")).ok()
+        })
+        .collect();
     // Before either, BIOS values queued on its BMC that the blueprint does not want are overwritten.
-    let power_cycle = deploy::reboot::RedfishPowerCycle::new(bmcs).with_bios(deploy::api::wanted_bios(&compiled.graph));
+    let power_cycle =
+        deploy::reboot::RedfishPowerCycle::new(bmcs.clone()).with_bios(deploy::api::wanted_bios(&compiled.graph));
+    let bmc_changes = deploy::firmware::BmcChanges::new(bmcs);
     let runtime = live::runtime()?;
     runtime.block_on(async {
         let options = RunOptions::from(&args.apply);
@@ -144,6 +159,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
                 .collect(),
             reboot: deploy::reboot::RebootOptions::default(),
             power_cycle: Some(&power_cycle),
+            bmc: Some(&bmc_changes),
         };
         let rollout = deploy::ops::Rollout {
             controller: &controller,
@@ -237,9 +253,12 @@ impl From<&ApplyArgs> for RunOptions {
 /// needed changing or everything applied.
 fn api_stage(args: &Args, blueprint: &Path, inventory: Option<&Path>) -> anyhow::Result<Status> {
     let output = args.apply.output;
-    let Some(inputs) = load_checked(blueprint, inventory, output) else {
+    let Some(mut inputs) = load_checked(blueprint, inventory, output) else {
         return Ok(Status::Error);
     };
+    if args.firmware {
+        inputs.blueprint.blueprint.enable_firmware_updates();
+    }
     let loaded = live::require_inventory(&inputs)?;
     let renderer = match &args.templates {
         Some(dir) => Renderer::with_overrides(dir)?,
@@ -267,6 +286,14 @@ fn api_stage(args: &Args, blueprint: &Path, inventory: Option<&Path>) -> anyhow:
         }
         for warning in &plan.warnings {
             eprintln!("warning: {warning}");
+        }
+        let refused = deploy::firmware::refused(&plan.changes);
+        if !refused.is_empty() && !args.apply.dry_run {
+            for line in &refused {
+                eprintln!("error: {line}");
+            }
+            eprintln!("error: nothing was changed: a refused firmware change stops the deploy");
+            return Ok(Status::Error);
         }
         if !unreachable.is_empty() {
             for (target, reason) in &unreachable {
@@ -334,7 +361,7 @@ impl deploy::ops::Review for Prompt<'_> {
             .changes
             .iter()
             .filter(|change| change.action != Action::NoOp)
-            .filter(|change| deploy::api::is_api_kind(&change.kind))
+            .filter(|change| deploy::api::is_api_kind(&change.kind) && !deploy::firmware::in_rollout_wave(change))
             .count();
         if api_pending > 0 {
             eprintln!(

@@ -100,7 +100,8 @@ pub(crate) async fn live_plan(
     inputs: PlanInputs,
     parallel: usize,
 ) -> LivePlan {
-    let api = deploy::api::observe(&compiled.graph, &inventory.inventory, &inputs.cluster, Path::new(".")).await;
+    let mut api = deploy::api::observe(&compiled.graph, &inventory.inventory, &inputs.cluster, Path::new(".")).await;
+    api.schedulable = compiled.model.schedulable_nodes();
     deploy::live_plan(&compiled.graph, recorded, pool, inputs, parallel, &api, &compiled.firmware).await
 }
 
@@ -110,8 +111,9 @@ pub(crate) async fn api_plan(
     inventory: &LoadedInventory,
     inputs: PlanInputs,
 ) -> (crate::plan::Plan, std::collections::BTreeMap<String, String>) {
-    let observation =
+    let mut observation =
         deploy::api::observe(&compiled.graph, &inventory.inventory, &inputs.cluster, Path::new(".")).await;
+    observation.schedulable = compiled.model.schedulable_nodes();
     let plan = deploy::api::plan(&compiled.graph, &observation, &compiled.firmware, inputs);
     (plan, observation.unreachable)
 }

@@ -35,15 +35,22 @@ pub struct Args {
     /// percentage of the scheduler's nodes (`10%`); the plan shows the waves it implies.
     #[arg(long, default_value_t)]
     max_unavailable: plan::MaxUnavailable,
+    /// Plan firmware updates: every hardware profile's components that name an
+    /// `image` (as `firmware_updates: true` does per profile).
+    #[arg(long)]
+    firmware: bool,
     #[command(flatten)]
     ssh: SshArgs,
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
     let output = args.paths.output;
-    let Some(inputs) = load_checked(&args.paths.blueprint, args.paths.inventory.as_deref(), output) else {
+    let Some(mut inputs) = load_checked(&args.paths.blueprint, args.paths.inventory.as_deref(), output) else {
         return Ok(Status::Error);
     };
+    if args.firmware {
+        inputs.blueprint.blueprint.enable_firmware_updates();
+    }
     let renderer = match &args.templates {
         Some(dir) => Renderer::with_overrides(dir)?,
         None => Renderer::embedded()?,

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 
+use super::firmware;
 use crate::apply::{ApplyReport, Outcome, ResourceOutcome, SkipReason};
 use crate::bmc::resources::{self, NodeFacts};
 use crate::bmc::{BiosSettings, BmcConfig, BmcError, PowerState, Redfish, ResetType, firmware_check};
@@ -78,6 +79,9 @@ pub struct ApiObservation {
     pub unreachable: BTreeMap<String, String>,
     /// Instances tagged with this cluster whose node is no longer desired.
     pub orphans: Vec<Instance>,
+    /// Nodes the scheduler runs jobs on (set by the caller from the model): when
+    /// they are on, their BIOS and firmware changes wait for their rollout wave.
+    pub schedulable: BTreeSet<String>,
     /// Each node's BIOS in effect and queued for the next reset, as its BMC reports it.
     pub bios: BTreeMap<String, BiosSettings>,
 }
@@ -172,21 +176,35 @@ pub async fn observe(graph: &ResourceGraph, inventory: &Inventory, cluster: &str
 }
 
 /// The plan's changes for the API resources (in graph order), then one removal per
-/// orphan instance. Pure.
+/// orphan instance. Firmware changes are judged by the vendor-aware comparison
+/// ([`firmware::judge`]); BIOS and firmware changes of a schedulable node that is on
+/// wait for its rollout wave (their reason ends with [`firmware::IN_ROLLOUT_WAVE`]),
+/// and restart nothing here. Pure.
 #[must_use]
 pub fn changes(graph: &ResourceGraph, observation: &ApiObservation) -> Vec<Change> {
     let items: Vec<ApiDesired> = items(graph).into_iter().map(|(_, item)| item.clone()).collect();
     let mut changes = crate::plan::api::diff(&items, &observation.observed);
-    let bios_changing: BTreeSet<String> = changes
-        .iter()
-        .filter(|change| change.kind == "bios" && change.action != Action::NoOp)
-        .map(|change| change.target.to_string())
-        .collect();
+    for (change, item) in changes.iter_mut().zip(&items) {
+        firmware::judge(change, item);
+    }
     let power: BTreeMap<String, Option<Text>> = changes
         .iter()
         .filter(|change| change.kind == "power")
         .map(|change| (change.target.to_string(), change.before.clone()))
         .collect();
+    let waits = |target: &str| {
+        observation.schedulable.contains(target)
+            && power.get(target).is_some_and(|before| before.as_deref() == Some("On"))
+    };
+    // Nodes the API stage restarts: BIOS or firmware changing, not left to a wave.
+    let restarting: BTreeMap<String, bool> = changes
+        .iter()
+        .filter(|change| firmware::is_bmc_side(&change.kind) && change.action != Action::NoOp)
+        .filter(|change| !waits(&change.target))
+        .fold(BTreeMap::new(), |mut hosts, change| {
+            *hosts.entry(change.target.to_string()).or_default() |= change.kind == "firmware";
+            hosts
+        });
     for change in &mut changes {
         let is_on = power.get(change.target.as_str()).is_some_and(|before| before.as_deref() == Some("On"));
         if let Some(reason) = observation
@@ -202,15 +220,31 @@ pub fn changes(graph: &ResourceGraph, observation: &ApiObservation) -> Vec<Chang
                 change.action = Action::NoOp;
                 change.reason = "node is on: PXE boot only when it is provisioned".into();
             }
-            "power" if change.action == Action::NoOp && is_on && bios_changing.contains(change.target.as_str()) => {
+            "power" if change.action == Action::NoOp && is_on && restarting.contains_key(change.target.as_str()) => {
                 change.action = Action::Update;
-                change.reason = "restart: BIOS settings apply at boot".into();
+                change.reason = if restarting[change.target.as_str()] {
+                    "restart: BIOS settings and firmware apply at boot".into()
+                } else {
+                    "restart: BIOS settings apply at boot".into()
+                };
             }
             _ => {}
         }
     }
     let queued = queued::plan(&mut changes, &wanted_bios(graph), observation);
     changes.extend(queued);
+    // A schedulable node that is on is reset only in its wave; overwriting values
+    // queued on its BMC (`pending on BMC: …`) resets nothing and stays here.
+    for change in &mut changes {
+        let wave = firmware::is_bmc_side(&change.kind)
+            && change.action != Action::NoOp
+            && waits(&change.target)
+            && !observation.unreachable.contains_key(change.target.as_str())
+            && !change.reason.starts_with("pending on BMC:");
+        if wave {
+            change.reason = format!("{}; {}", change.reason, firmware::IN_ROLLOUT_WAVE).into();
+        }
+    }
     for instance in &observation.orphans {
         let node = instance.tag(NODE_TAG).unwrap_or(&instance.id).to_owned();
         let cluster = instance.tag(CLUSTER_TAG).unwrap_or_default();
@@ -255,24 +289,27 @@ pub fn pending_hosts(changes: &[Change]) -> BTreeSet<String> {
         .collect()
 }
 
-/// One line per firmware component whose version is not the expected one.
+/// One line per firmware component whose version is not the expected one (those
+/// toolkit does not flash), then one per refused firmware change.
 #[must_use]
 pub fn firmware_warnings(
     expected: &BTreeMap<String, BTreeMap<String, String>>,
     observation: &ApiObservation,
+    changes: &[Change],
 ) -> Vec<String> {
     let mut warnings = Vec::new();
     for (host, wanted) in expected {
         let Some(actual) = observation.firmware.get(host) else { continue };
         for mismatch in firmware_check(wanted, actual) {
             warnings.push(format!(
-                "{host}: firmware `{}` is `{}`, the hardware profile expects `{}` (toolkit does not update firmware)",
+                "{host}: firmware `{}` is `{}`, the hardware profile expects `{}` (not flashed: no image, or firmware updates off)",
                 mismatch.component,
                 mismatch.actual.as_deref().unwrap_or("not reported"),
                 mismatch.expected
             ));
         }
     }
+    warnings.extend(firmware::refused(changes));
     warnings
 }
 
@@ -307,7 +344,7 @@ pub async fn apply(
     let queued: BTreeSet<&str> = plan
         .changes
         .iter()
-        .filter(|change| change.kind == "bios" && change.action == Action::Update && !desired_ids.contains(&change.id))
+        .filter(|change| change.kind == "bios" && change.action == Action::Update && !desired_ids.contains(change.id.as_str()))
         .map(|change| change.target.as_str())
         .collect();
     let (wanted, no_bios, queued) = (&wanted, &no_bios, &queued);
@@ -414,6 +451,7 @@ async fn apply_bmc(
             continue;
         }
         let result = match item {
+            ApiDesired::Firmware { .. } => firmware::apply(&redfish, &system, &[*item]).await,
             // Written above, with the other BIOS values.
             ApiDesired::BiosAttribute { .. } | ApiDesired::Instance { .. } | ApiDesired::PlacementGroup { .. } => {
                 Ok(())
@@ -632,7 +670,12 @@ pub fn plan(
     firmware: &BTreeMap<String, BTreeMap<String, String>>,
     inputs: crate::plan::diff::PlanInputs,
 ) -> Plan {
-    let changes = changes(graph, observation);
+    let mut changes = changes(graph, observation);
+    // Made by the SSH stage's rollout, once the node is drained.
+    for change in changes.iter_mut().filter(|change| firmware::in_rollout_wave(change)) {
+        change.action = Action::NoOp;
+    }
+    let warnings = firmware_warnings(firmware, observation, &changes);
     Plan {
         format_version: crate::plan::PLAN_FORMAT_VERSION,
         toolkit_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -644,7 +687,7 @@ pub fn plan(
         baseline: crate::plan::Baseline::Observed,
         summary: crate::plan::Summary::of(&changes),
         changes,
-        warnings: firmware_warnings(firmware, observation),
+        warnings,
         rollout: None,
     }
 }
@@ -660,8 +703,12 @@ pub fn record(
 ) -> crate::plan::state::State {
     let actions: BTreeMap<&str, Action> =
         plan.changes.iter().map(|change| (change.id.as_str(), change.action)).collect();
+    // Waiting for their rollout wave: not made yet, whatever this plan's action says.
+    let waiting: BTreeSet<&str> =
+        plan.changes.iter().filter(|c| firmware::in_rollout_wave(c)).map(|c| c.id.as_str()).collect();
     for (index, item) in items(graph) {
         let done = match actions.get(item.id().as_str()) {
+            _ if waiting.contains(item.id().as_str()) => false,
             Some(Action::NoOp) => true,
             _ => report.outcomes.iter().any(|outcome| outcome.index == index && outcome.outcome.is_success()),
         };
@@ -854,6 +901,66 @@ mod tests {
     }
 
     #[test]
+    fn a_schedulable_node_that_is_on_gets_bios_and_firmware_in_its_rollout_wave() {
+        let mut items = vec![ApiDesired::Firmware {
+            host: "n1".into(),
+            component: "BIOS".into(),
+            version: "2.4.1".into(),
+            image: "http://fw/bios.bin".into(),
+            sha256: "0".repeat(64),
+            allow_downgrade: false,
+        }];
+        items.extend(node_items());
+        let graph = graph(items);
+        let mut observation = observed(&[
+            ("n1:firmware:BIOS", "2.3.1"),
+            ("n1:bios:ProcTurboMode", "Enabled"),
+            ("n1:boot:override", "Hdd/Continuous"),
+            ("n1:power:system", "On"),
+        ]);
+        observation.schedulable.insert("n1".into());
+        let wave = "in the node's rollout wave: drain, change, reset, check, resume";
+        let upgrade = format!("upgrade 2.3.1 → 2.4.1; {wave}");
+        let bios = format!("Enabled → Disabled; {wave}");
+        // The SSH stage's rollout makes them: updates there, and no restart here.
+        assert_eq!(
+            actions(&changes(&graph, &observation)),
+            [
+                ("firmware", Action::Update, upgrade.as_str()),
+                ("bios", Action::Update, bios.as_str()),
+                ("boot", Action::NoOp, "node is on: PXE boot only when it is provisioned"),
+                ("power", Action::NoOp, "as desired"),
+            ]
+        );
+        // The API stage's plan shows them as not its own, and records none of them.
+        let staged = plan(&graph, &observation, &BTreeMap::new(), crate::plan::diff::PlanInputs::default());
+        assert_eq!(staged.changes[0].action, Action::NoOp);
+        assert!(firmware::in_rollout_wave(&staged.changes[0]));
+        let state = record(crate::plan::state::State::empty("c"), &graph, &staged, &ApplyReport::default());
+        assert!(
+            !state.resources.contains_key("n1:firmware:BIOS") && !state.resources.contains_key("n1:bios:ProcTurboMode")
+        );
+        assert!(state.resources.contains_key("n1:power:system"));
+
+        // A node that runs no jobs (or is off) gets them in the API stage, restarted.
+        observation.schedulable.clear();
+        let changes = changes(&graph, &observation);
+        assert_eq!(changes[0].reason, "upgrade 2.3.1 → 2.4.1");
+        assert_eq!(changes[3].reason, "restart: BIOS settings and firmware apply at boot");
+
+        // A downgrade is refused, with a warning that says how to allow it.
+        observation.observed.insert("n1:firmware:BIOS".into(), Some("2.5.0".into()));
+        let staged = plan(&graph, &observation, &BTreeMap::new(), crate::plan::diff::PlanInputs::default());
+        assert_eq!(staged.changes[0].action, Action::NoOp);
+        assert_eq!(
+            staged.warnings,
+            [
+                "n1: firmware `BIOS`: refused: downgrade 2.5.0 → 2.4.1 of `BIOS`; set `allow_downgrade: true` in the hardware profile to flash it"
+            ]
+        );
+    }
+
+    #[test]
     fn a_node_meant_to_be_off_is_never_reached_over_ssh() {
         let graph = graph(vec![ApiDesired::Power { host: "n1".into(), state: PowerState::Off }]);
         for observed_state in ["On", "Off"] {
@@ -877,10 +984,10 @@ mod tests {
         let mut observation = ApiObservation::default();
         observation.firmware.insert("n1".into(), BTreeMap::from([("BIOS".to_owned(), "2.3.1".to_owned())]));
         assert_eq!(
-            firmware_warnings(&expected, &observation),
+            firmware_warnings(&expected, &observation, &[]),
             [
-                "n1: firmware `BIOS` is `2.3.1`, the hardware profile expects `2.4.0` (toolkit does not update firmware)",
-                "n1: firmware `BMC` is `not reported`, the hardware profile expects `1.0` (toolkit does not update firmware)",
+                "n1: firmware `BIOS` is `2.3.1`, the hardware profile expects `2.4.0` (not flashed: no image, or firmware updates off)",
+                "n1: firmware `BMC` is `not reported`, the hardware profile expects `1.0` (not flashed: no image, or firmware updates off)",
             ]
         );
     }

@@ -2,8 +2,9 @@
 //! changed node must pass before it takes work again, and its reboot.
 //!
 //! Stage: roll out. Input: the [`Model`], the validator [`Catalog`], the [`Site`] and
-//! a [`Connector`]. Output: a per-node verdict ([`NodeHooks::check`]) and a rebooted
-//! node ([`NodeHooks::reboot`]).
+//! a [`Connector`]. Output: a per-node verdict ([`NodeHooks::check`]), a rebooted
+//! node ([`NodeHooks::reboot`]), and its BIOS and firmware changed and read back
+//! through its BMC ([`NodeHooks::apply_bmc`], [`NodeHooks::verify_bmc`]).
 //!
 //! The checks are the node-level acceptance validators that say whether a node can
 //! run jobs — its rails up, full MTU across them, its GPUs all there and healthy —
@@ -19,8 +20,10 @@ use crate::validate::results::Verdict;
 use crate::validate::run::{self, Disposition, RunOptions};
 use crate::validate::subjects::Site;
 
+use super::firmware::BmcChanges;
 use super::reboot::{RebootOptions, RedfishPowerCycle, reboot_with_fallback};
 use super::rollout::NodeHooks;
+use crate::resource::api::ApiDesired;
 
 /// An error and its sources, on one line.
 fn error_chain(error: &dyn std::error::Error) -> String {
@@ -60,6 +63,8 @@ pub struct ClusterHooks<'a, C: Connector> {
     pub reboot: RebootOptions,
     /// Power-cycles a host through its BMC when it does not come back by itself.
     pub power_cycle: Option<&'a RedfishPowerCycle>,
+    /// The BMCs that take a drained node's BIOS and firmware changes.
+    pub bmc: Option<&'a BmcChanges>,
 }
 
 impl<C: Connector> NodeHooks for ClusterHooks<'_, C> {
@@ -74,6 +79,20 @@ impl<C: Connector> NodeHooks for ClusterHooks<'_, C> {
             "rebooted into a new boot"
         );
         Ok(())
+    }
+
+    async fn apply_bmc(&self, host: &str, items: &[&ApiDesired]) -> Result<(), String> {
+        match self.bmc {
+            Some(bmc) => bmc.apply(host, items).await,
+            None => Err(format!("`{host}`: no BMC client for its BIOS and firmware changes")),
+        }
+    }
+
+    async fn verify_bmc(&self, host: &str, items: &[&ApiDesired]) -> Result<(), String> {
+        match self.bmc {
+            Some(bmc) => bmc.verify(host, items).await,
+            None => Ok(()),
+        }
     }
 
     async fn check(&self, hosts: &[String]) -> BTreeMap<String, Result<(), String>> {

@@ -9,6 +9,7 @@
 
 pub mod api;
 pub mod checks;
+pub mod firmware;
 pub mod lock;
 pub mod observe;
 pub mod ops;
@@ -76,7 +77,7 @@ pub async fn live_plan<C: Connector>(
         graph.resources.iter().map(|resource| resource.id.as_str()).collect();
     plan.changes.extend(plan::removal::changes(recorded, &desired, false));
     plan.summary = plan::Summary::of(&plan.changes);
-    plan.warnings = api::firmware_warnings(firmware, api_observation);
+    plan.warnings = api::firmware_warnings(firmware, api_observation, &plan.changes);
     let mut unreachable = observation.unreachable;
     for (target, reason) in &api_observation.unreachable {
         unreachable.insert(format!("{target} (API)"), reason.clone());

@@ -162,7 +162,13 @@ async fn locked_deploy<C: Connector, H: NodeHooks>(
 ) -> Result<Outcome, DeployError> {
     let no_firmware = BTreeMap::new();
     let (observation, firmware) = match &request.api {
-        Some(api) => (api::observe(request.graph, api.inventory, request.cluster, Path::new(".")).await, api.firmware),
+        Some(api) => {
+            let mut observation = api::observe(request.graph, api.inventory, request.cluster, Path::new(".")).await;
+            if let Some(rollout) = &request.rollout {
+                observation.schedulable.clone_from(&rollout.schedulable);
+            }
+            (observation, api.firmware)
+        }
         None => (api::ApiObservation::default(), &no_firmware),
     };
     let previous = match request.state_path {

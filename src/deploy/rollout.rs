@@ -31,6 +31,7 @@ use crate::apply::{self, ApplyOptions, ApplyReport, Outcome, ResourceOutcome, Sk
 use crate::graph::ResourceGraph;
 use crate::plan::state::{NodeRollout, RolloutState, RolloutStep, State};
 use crate::plan::{MaxUnavailable, Plan};
+use crate::resource::api::ApiDesired;
 use crate::resource::{Desired, Disruption};
 use crate::transport::Connector;
 
@@ -74,6 +75,17 @@ pub trait NodeHooks: Sync {
     /// Checks changed nodes before they take work again: per host, `Err(check)` names
     /// what failed.
     fn check(&self, hosts: &[String]) -> impl Future<Output = BTreeMap<String, Result<(), String>>>;
+    /// Makes `host`'s BMC-side changes (firmware, BIOS attributes) once it is drained,
+    /// before its reset. Hooks that reach no BMC refuse.
+    fn apply_bmc(&self, host: &str, items: &[&ApiDesired]) -> impl Future<Output = Result<(), String>> {
+        let refusal = format!("`{host}`: this run changes no BMC ({} BIOS or firmware change(s))", items.len());
+        async move { Err(refusal) }
+    }
+    /// After the reset: `host`'s BMC reports what [`Self::apply_bmc`] set.
+    fn verify_bmc(&self, host: &str, items: &[&ApiDesired]) -> impl Future<Output = Result<(), String>> {
+        let _ = (host, items);
+        async { Ok(()) }
+    }
 }
 
 /// Hooks for a deploy without a scheduler (`push`): nothing is ever drained, so
@@ -149,6 +161,11 @@ pub async fn run<C: Connector, S: Scheduler, H: NodeHooks>(
     let Some(snapshot) = snapshot else {
         run.report.notes.push("no scheduler answers yet: nothing runs jobs, every change applies at once".to_owned());
         let everything = run.changes.clone();
+        let with_bmc: BTreeSet<String> =
+            run.bmc_changes.iter().map(|&index| graph.resources[index].target.name.clone()).collect();
+        for host in &with_bmc {
+            run.apply_bmc(host, hooks).await;
+        }
         run.apply(connector, apply_options, &everything).await;
         run.remove(connector, apply_options, |_| true).await;
         // A first driver install still needs its reboot (nouveau out, the new modules
@@ -167,6 +184,11 @@ pub async fn run<C: Connector, S: Scheduler, H: NodeHooks>(
         for (host, verdict) in check_until(hooks, &back, options).await {
             if let Err(check) = verdict {
                 problems.push(format!("{host} failed its checks after the reboot: {check}"));
+            }
+        }
+        for host in back.iter().filter(|host| with_bmc.contains(*host)) {
+            if let Err(error) = run.verify_bmc(host, hooks, options).await {
+                problems.push(format!("{host}: {error}"));
             }
         }
         if !problems.is_empty() {
@@ -358,6 +380,8 @@ struct Run<'a> {
     save: &'a mut (dyn FnMut(&State) -> Result<(), String> + Send),
     /// Resources to change over SSH (API objects are the API stage's).
     changes: HashSet<usize>,
+    /// BIOS and firmware changes the API stage left for their node's wave.
+    bmc_changes: HashSet<usize>,
     /// Per resource: its outcome so far (`None`: not run yet).
     outcomes: Vec<Option<ResourceOutcome>>,
     /// Resources gone from the blueprint, undone on their host's turn.
@@ -375,6 +399,15 @@ impl<'a> Run<'a> {
         save: &'a mut (dyn FnMut(&State) -> Result<(), String> + Send),
     ) -> Self {
         let mut changes = super::changed_indexes(graph, plan);
+        let waiting: HashSet<&str> = plan
+            .changes
+            .iter()
+            .filter(|change| super::firmware::in_rollout_wave(change))
+            .map(|change| change.id.as_str())
+            .collect();
+        let (bmc_changes, ssh): (HashSet<usize>, HashSet<usize>) =
+            changes.drain().partition(|&index| waiting.contains(graph.resources[index].id.as_str()));
+        changes = ssh;
         changes.retain(|&index| !matches!(graph.resources[index].desired, Desired::Api(_)));
         let removals = super::removals(graph, plan, &state);
         Self {
@@ -383,6 +416,7 @@ impl<'a> Run<'a> {
             state,
             save,
             changes,
+            bmc_changes,
             outcomes: vec![None; graph.resources.len()],
             removals,
             removed: Vec::new(),
@@ -446,6 +480,70 @@ impl<'a> Run<'a> {
         self.save();
     }
 
+    /// `host`'s BIOS and firmware changes left for its wave, in graph order.
+    fn bmc_of(&self, host: &str) -> Vec<usize> {
+        self.graph
+            .order
+            .iter()
+            .copied()
+            .filter(|index| self.bmc_changes.contains(index) && self.graph.resources[*index].target.name == host)
+            .collect()
+    }
+
+    fn items(&self, indexes: &[usize]) -> Vec<&'a ApiDesired> {
+        let graph = self.graph;
+        indexes
+            .iter()
+            .filter_map(|&index| match &graph.resources[index].desired {
+                Desired::Api(item) => Some(item.as_ref()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Makes `host`'s BIOS and firmware changes through its BMC (the node is drained,
+    /// or nothing runs jobs yet) and records their outcome.
+    async fn apply_bmc<H: NodeHooks>(&mut self, host: &str, hooks: &H) {
+        let indexes = self.bmc_of(host);
+        if indexes.is_empty() {
+            return;
+        }
+        let started = Instant::now();
+        let result = hooks.apply_bmc(host, &self.items(&indexes)).await;
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        for index in indexes {
+            let resource = &self.graph.resources[index];
+            let outcome = match &result {
+                Ok(()) => Outcome::Changed,
+                Err(error) => Outcome::Failed { error: error.clone() },
+            };
+            self.outcomes[index] =
+                Some(ResourceOutcome { index, id: resource.id.clone(), target: host.to_owned(), outcome, elapsed_ms });
+        }
+        self.save();
+    }
+
+    /// After `host`'s reset, its BMC reports what was set: asked again until the check
+    /// timeout (a BMC that flashed itself takes a while to answer again).
+    async fn verify_bmc<H: NodeHooks>(&self, host: &str, hooks: &H, options: &RolloutOptions) -> Result<(), String> {
+        let indexes = self.bmc_of(host);
+        if indexes.is_empty() {
+            return Ok(());
+        }
+        let items = self.items(&indexes);
+        let deadline = Instant::now() + options.check_timeout;
+        loop {
+            match hooks.verify_bmc(host, &items).await {
+                Ok(()) => return Ok(()),
+                Err(error) if Instant::now() + options.check_interval > deadline => {
+                    return Err(format!("BMC after reset: {error}"));
+                }
+                Err(error) => tracing::info!(host, %error, "BMC does not report the changes yet; asking again"),
+            }
+            tokio::time::sleep(options.check_interval).await;
+        }
+    }
+
     fn host_failed(&self, host: &str) -> bool {
         self.outcomes
             .iter()
@@ -478,7 +576,7 @@ impl<'a> Run<'a> {
 
     /// Changed resources not run yet are `NotReached`: their record stays as it was.
     fn skip_unreached(&mut self) {
-        for &index in &self.changes {
+        for &index in self.changes.iter().chain(&self.bmc_changes) {
             if self.outcomes[index].is_none() {
                 let resource = &self.graph.resources[index];
                 self.outcomes[index] = Some(ResourceOutcome {
@@ -502,7 +600,7 @@ impl<'a> Run<'a> {
             .map(|&index| {
                 self.outcomes[index].clone().unwrap_or_else(|| {
                     let resource = &self.graph.resources[index];
-                    let outcome = if self.changes.contains(&index) {
+                    let outcome = if self.changes.contains(&index) || self.bmc_changes.contains(&index) {
                         Outcome::Skipped { reason: SkipReason::NotReached }
                     } else {
                         Outcome::Unchanged
@@ -597,18 +695,28 @@ impl<'a> Run<'a> {
             self.report.stopped = Some(stop);
             return failures;
         }
-        // Apply.
-        let drained: BTreeSet<&String> = wave
+        // BIOS and firmware through the BMC first: the node is empty, and its reset
+        // below applies them.
+        let emptied: Vec<String> = wave
             .iter()
             .filter(|host| {
                 self.step(host).is_some_and(|step| step >= RolloutStep::Drained && step != RolloutStep::Done)
             })
+            .cloned()
             .collect();
+        for host in &emptied {
+            self.apply_bmc(host, hooks).await;
+        }
+        // Apply.
+        let drained: BTreeSet<&String> = wave.iter().filter(|host| emptied.contains(host)).collect();
         let changes: HashSet<usize> = self
             .changes
             .iter()
             .copied()
-            .filter(|&index| drained.contains(&self.graph.resources[index].target.name))
+            .filter(|&index| {
+                let host = &self.graph.resources[index].target.name;
+                drained.contains(host) && !self.host_failed(host)
+            })
             .collect();
         self.apply(connector, apply_options, &changes).await;
         let on: BTreeSet<String> = drained.iter().map(|host| (*host).clone()).collect();
@@ -653,6 +761,11 @@ impl<'a> Run<'a> {
             if let Some(Err(check)) = verdicts.get(host) {
                 failures += 1;
                 self.fail(host, scheduler, &prefix, format!("check {check}")).await;
+                continue;
+            }
+            if let Err(error) = self.verify_bmc(host, hooks, options).await {
+                failures += 1;
+                self.fail(host, scheduler, &prefix, format!("check {error}")).await;
                 continue;
             }
             let held = self.state.rollout.as_ref().and_then(|r| r.nodes.get(host)).is_some_and(|n| n.held_by_other);

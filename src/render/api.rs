@@ -24,7 +24,8 @@ pub struct ApiResources {
     /// Per host, the resource that must be in place before the host is reached over
     /// SSH (its power state, or its instance).
     pub gates: BTreeMap<String, ResourceId>,
-    /// Per node with a BMC, the firmware versions its hardware profile expects.
+    /// Per node with a BMC, the firmware versions its hardware profile expects and
+    /// toolkit does not flash (no image, or firmware updates off): reported only.
     pub firmware: BTreeMap<String, BTreeMap<String, String>>,
 }
 
@@ -87,11 +88,33 @@ pub fn resources(model: &Model, inventory: Option<&Inventory>) -> ApiResources {
             }
             let host = node.name.clone();
             let mut before = Vec::new();
+            // Firmware first: a flashed BIOS may come back with its defaults, so the
+            // attributes are set after it.
+            let mut expected = BTreeMap::new();
+            for (component, wanted) in &profile.firmware {
+                let (Some(image), Some(sha256), true) = (&wanted.image, &wanted.sha256, profile.firmware_updates)
+                else {
+                    expected.insert(component.clone(), wanted.version.clone());
+                    continue;
+                };
+                let item = ApiDesired::Firmware {
+                    host: host.clone(),
+                    component: component.clone(),
+                    version: wanted.version.clone(),
+                    image: image.clone(),
+                    sha256: sha256.to_ascii_lowercase(),
+                    allow_downgrade: profile.allow_downgrade,
+                };
+                before.push(ResourceId(item.id().into()));
+                // Flashed firmware runs after the next reset.
+                out.resources.push(resource(item, []).disrupts(crate::resource::Disruption::Reboot));
+            }
+            let flashed = before.clone();
             for (name, value) in &profile.bios {
                 let item = ApiDesired::BiosAttribute { host: host.clone(), name: name.clone(), value: value.clone() };
                 before.push(ResourceId(item.id().into()));
                 // A BIOS setting takes effect on the next reset.
-                out.resources.push(resource(item, []).disrupts(crate::resource::Disruption::Reboot));
+                out.resources.push(resource(item, flashed.clone()).disrupts(crate::resource::Disruption::Reboot));
             }
             if profile.pxe_on_provision {
                 let item = ApiDesired::BootOverride {
@@ -110,8 +133,8 @@ pub fn resources(model: &Model, inventory: Option<&Inventory>) -> ApiResources {
             let item = ApiDesired::Power { host: host.clone(), state };
             out.gates.insert(host.clone(), ResourceId(item.id().into()));
             out.resources.push(resource(item, before));
-            if !profile.firmware.is_empty() {
-                out.firmware.insert(host, profile.firmware.clone());
+            if !expected.is_empty() {
+                out.firmware.insert(host, expected);
             }
         }
     }
@@ -239,6 +262,45 @@ cloud:
             layout,
             [("subnet-m", 0, 0, None), ("subnet-0", 0, 1, Some("efa")), ("subnet-1", 1, 1, Some("efa"))]
         );
+    }
+
+    #[test]
+    fn firmware_with_an_image_is_flashed_first_only_when_updates_are_on() {
+        let with_image = BLUEPRINT.replace(
+            r#"    firmware: { BIOS: "2.4.0" }"#,
+            "    firmware:\n      BMC: \"7.10\"\n      BIOS: { version: U46 v2.70 (01/11/2023), image: http://fw/u46.bin, sha256: ABC }",
+        );
+        let loaded = load_text(std::path::Path::new("bp.yaml"), with_image).expect("loads");
+        let mut model = crate::model::expand(&loaded.blueprint).expect("expands");
+        let inventory: Inventory = serde_norway::from_str(INVENTORY).expect("inventory");
+        // Off: both components are reported, nothing is flashed.
+        let api = resources(&model, Some(&inventory));
+        assert!(api.resources.iter().all(|r| !r.id.as_str().contains(":firmware:")));
+        assert_eq!(api.firmware["head"]["BIOS"], "U46 v2.70 (01/11/2023)");
+        // On: the component with an image is a resource before the BIOS attributes;
+        // the one without stays expected only.
+        model.blueprint.enable_firmware_updates();
+        let api = resources(&model, Some(&inventory));
+        let head: Vec<(&str, Vec<&str>)> = api
+            .resources
+            .iter()
+            .filter(|r| r.target.name == "head")
+            .map(|r| (r.id.as_str(), r.depends_on.iter().map(ResourceId::as_str).collect()))
+            .collect();
+        assert_eq!(
+            head,
+            [
+                ("head:firmware:BIOS", vec![]),
+                ("head:bios:ProcTurboMode", vec!["head:firmware:BIOS"]),
+                ("head:boot:override", vec!["head:firmware:BIOS", "head:bios:ProcTurboMode"]),
+                ("head:power:system", vec!["head:firmware:BIOS", "head:bios:ProcTurboMode", "head:boot:override"]),
+            ]
+        );
+        assert_eq!(api.resources[1].disruption, crate::resource::Disruption::Reboot);
+        let Desired::Api(item) = &api.resources[1].desired else { panic!("an API object") };
+        assert_eq!(item.value().as_deref(), Some("U46 v2.70 (01/11/2023)"));
+        assert!(matches!(item.as_ref(), ApiDesired::Firmware { sha256, .. } if sha256 == "abc"));
+        assert_eq!(api.firmware["head"], BTreeMap::from([("BMC".to_owned(), "7.10".to_owned())]));
     }
 
     #[test]

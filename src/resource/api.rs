@@ -147,6 +147,22 @@ pub enum ApiDesired {
         /// Value.
         value: Value,
     },
+    /// One firmware component of a node, flashed through the BMC's UpdateService
+    /// from `image` when it reports another version.
+    Firmware {
+        /// Node.
+        host: String,
+        /// `BIOS`, `BMC`, or a firmware inventory `Id`.
+        component: String,
+        /// The version wanted, as the BMC reports it.
+        version: String,
+        /// `http(s)://` URL of the image.
+        image: String,
+        /// SHA-256 of the image.
+        sha256: String,
+        /// Flash even when the running version is newer or not comparable.
+        allow_downgrade: bool,
+    },
     /// A cloud instance of a cluster.
     Instance {
         /// Cluster (`toolkit:cluster` tag).
@@ -178,7 +194,7 @@ pub enum ApiDesired {
 /// Whether a plan change of this kind is an API object (see [`ApiDesired::kind`]).
 #[must_use]
 pub fn is_api_kind(kind: &str) -> bool {
-    matches!(kind, "power" | "boot" | "bios" | "instance" | "placement-group")
+    matches!(kind, "power" | "boot" | "bios" | "firmware" | "instance" | "placement-group")
 }
 
 /// Target name of cluster-wide cloud objects (placement groups).
@@ -201,7 +217,10 @@ impl ApiDesired {
     #[must_use]
     pub fn target(&self) -> &str {
         match self {
-            Self::Power { host, .. } | Self::BootOverride { host, .. } | Self::BiosAttribute { host, .. } => host,
+            Self::Power { host, .. }
+            | Self::BootOverride { host, .. }
+            | Self::BiosAttribute { host, .. }
+            | Self::Firmware { host, .. } => host,
             Self::Instance { node, .. } => node,
             Self::PlacementGroup { .. } => CLOUD_TARGET,
         }
@@ -220,6 +239,7 @@ impl ApiDesired {
             Self::Power { .. } => "power",
             Self::BootOverride { .. } => "boot",
             Self::BiosAttribute { .. } => "bios",
+            Self::Firmware { .. } => "firmware",
             Self::Instance { .. } => "instance",
             Self::PlacementGroup { .. } => "placement-group",
         }
@@ -232,6 +252,7 @@ impl ApiDesired {
             Self::Power { .. } => "system".to_owned(),
             Self::BootOverride { .. } => "override".to_owned(),
             Self::BiosAttribute { name, .. } | Self::PlacementGroup { name, .. } => name.clone(),
+            Self::Firmware { component, .. } => component.clone(),
             Self::Instance { cluster, .. } => cluster.clone(),
         }
     }
@@ -249,6 +270,7 @@ impl ApiDesired {
             Self::Power { state, .. } => Some(state.as_str().to_owned()),
             Self::BootOverride { target, enabled, .. } => Some(format!("{}/{}", target.as_str(), enabled.as_str())),
             Self::BiosAttribute { value, .. } => Some(value_text(value)),
+            Self::Firmware { version, .. } => Some(version.clone()),
             Self::Instance { instance_type, image_id, present, .. } => {
                 present.then(|| format!("{instance_type} {image_id}"))
             }

@@ -180,6 +180,40 @@ fn deploy_brings_the_lab_up_end_to_end() {
 /// The tenants' users, with the same UID on every host. On real clusters they come
 /// from the site's directory (LDAP, SSSD) before Slurm is installed: slurmctld maps
 /// association users to UIDs when it loads them.
+/// Submits `sleep seconds` as alice on `node` (one GPU) and waits until it runs;
+/// returns the job id.
+pub(crate) fn start_job(dir: &Path, cluster: &str, node: &str, seconds: u32) -> String {
+    let nodelist = format!("--nodelist={node}");
+    let sleep = format!("sleep {seconds}");
+    let job = exec_ok_in(
+        dir,
+        cluster,
+        "head",
+        &[
+            "runuser",
+            "-u",
+            "alice",
+            "--",
+            "sbatch",
+            "--parsable",
+            "--chdir=/tmp",
+            "--output=/dev/null",
+            &nodelist,
+            "--gres=gpu:1",
+            "--wrap",
+            &sleep,
+        ],
+    )
+    .trim()
+    .to_owned();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !exec_ok_in(dir, cluster, "head", &["squeue", "-h", "-j", &job, "-o", "%T"]).contains("RUNNING") {
+        assert!(std::time::Instant::now() < deadline, "job {job} did not start");
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+    job
+}
+
 pub(crate) fn make_tenant_users(dir: &Path, cluster: &str, model: &Model) {
     for host in model.nodes.iter().map(|node| node.name.as_str()) {
         for (user, uid) in [("alice", "2001"), ("bob", "2002")] {

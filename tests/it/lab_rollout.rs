@@ -14,7 +14,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use super::lab::{lab_or_skip, text, toolkit};
-use super::lab_e2e::{Teardown, assert_success, exec_ok_in, fresh_lab, make_tenant_users};
+use super::lab_e2e::{Teardown, assert_success, exec_ok_in, fresh_lab, make_tenant_users, start_job};
 
 const CLUSTER: &str = "lab-roll";
 const BLUEPRINT_EDITS: &[(&str, &str)] = &[
@@ -175,31 +175,7 @@ fn a_rolling_change_drains_one_node_at_a_time_and_loses_no_job() {
 
 /// 9000 → 8000 while alice's job runs on node01: four waves of one, the job completes.
 fn rolling_mtu_change_keeps_the_job(lab: &Lab<'_>) {
-    let job = lab
-        .exec_ok(
-            "head",
-            &[
-                "runuser",
-                "-u",
-                "alice",
-                "--",
-                "sbatch",
-                "--parsable",
-                "--chdir=/tmp",
-                "--output=/dev/null",
-                "--nodelist=node01",
-                "--gres=gpu:1",
-                "--wrap",
-                "sleep 20",
-            ],
-        )
-        .trim()
-        .to_owned();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !lab.exec_ok("head", &["squeue", "-h", "-j", &job, "-o", "%T"]).contains("RUNNING") {
-        assert!(Instant::now() < deadline, "job {job} did not start");
-        std::thread::sleep(Duration::from_secs(1));
-    }
+    let job = start_job(lab.dir, CLUSTER, "node01", 20);
     lab.set_mtu(9000, 8000);
     let plan = lab.run(&["plan", "lab.yaml", "-i", "inventory.yaml"]);
     assert_eq!(plan.status.code(), Some(2), "{}", text(&plan.stderr));

@@ -2,9 +2,11 @@
 
 mod cloud;
 mod deploy;
+mod firmware;
 mod lab;
 mod lab_e2e;
 mod lab_package_cache;
+mod lab_firmware;
 mod lab_reboot;
 mod lab_removal;
 mod lab_rollout;

@@ -80,7 +80,7 @@ pub(crate) fn free_port() -> u16 {
 }
 
 /// The test venv's directory.
-fn venv() -> PathBuf {
+pub(crate) fn venv() -> PathBuf {
     std::env::var_os("TOOLKIT_HTTP_VENV")
         .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".toolkit/venv"), PathBuf::from)
 }
@@ -114,8 +114,8 @@ fn system_program(program: &str, package: &str) -> Option<PathBuf> {
     found
 }
 
-const USER: &str = "operator";
-const PASSWORD: &str = "Pa55-Sushy-S3cret";
+pub(crate) const USER: &str = "operator";
+pub(crate) const PASSWORD: &str = "Pa55-Sushy-S3cret";
 const SYSTEM_UUID: &str = "6c1e2a8e-0f7b-4b9e-9a57-3f1d2c4b5a60";
 const MACS: [&str; 2] = ["52:54:00:aa:00:01", "52:54:00:aa:00:02"];
 
@@ -186,7 +186,7 @@ SUSHY_EMULATOR_FAKE_SYSTEMS = [{{
     Some(Server::start(&python, &args, port, dir))
 }
 
-fn config(server: &Server, password: &str) -> BmcConfig {
+pub(crate) fn config(server: &Server, password: &str) -> BmcConfig {
     let credentials = Credentials { username: USER.to_owned(), password: Sensitive::new(password) };
     let mut config =
         BmcConfig::new("node01", &format!("http://127.0.0.1:{}", server.port), credentials).expect("endpoint");
@@ -455,25 +455,29 @@ scheduler:
       - { name: all, groups: [node], default: true }
 "#;
 
-/// A directory with `blueprint` as `bp.yaml` and `inv.yaml`: node `node01` whose BMC
-/// is `server`, credentials from the environment [`toolkit_metal`] sets.
-pub(crate) fn metal_dir(blueprint: &str, server: &Server) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("bp.yaml"), blueprint).expect("blueprint");
-    let inventory = format!(
+/// An inventory with node01's BMC at the emulator on `port`, credentials from the
+/// environment [`toolkit_metal`] sets.
+pub(crate) fn metal_inventory(port: u16) -> String {
+    format!(
         "version: 1
 hosts:
   node01: {{ address: 127.0.0.1 }}
 bmcs:
   node01:
-    endpoint: http://127.0.0.1:{}
+    endpoint: http://127.0.0.1:{port}
     username: {{ env: TOOLKIT_TEST_BMC_USER }}
     password: {{ env: TOOLKIT_TEST_BMC_PASSWORD }}
 state_file: state.json
-",
-        server.port
-    );
-    std::fs::write(dir.path().join("inv.yaml"), inventory).expect("inventory");
+"
+    )
+}
+
+/// A directory with `blueprint` as `bp.yaml` and `inv.yaml`: node `node01` whose BMC
+/// is `server`, credentials from the environment [`toolkit_metal`] sets.
+pub(crate) fn metal_dir(blueprint: &str, server: &Server) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("bp.yaml"), blueprint).expect("blueprint");
+    std::fs::write(dir.path().join("inv.yaml"), metal_inventory(server.port)).expect("inventory");
     dir
 }
 
@@ -498,7 +502,7 @@ pub(crate) fn shown(output: &std::process::Output) -> String {
 }
 
 /// A client of the emulator and its system, powered off (and observed off).
-async fn powered_off(server: &Server) -> (Redfish, String) {
+pub(crate) async fn powered_off(server: &Server) -> (Redfish, String) {
     let client = Redfish::connect(config(server, PASSWORD)).await.expect("connects");
     let system = client.system().await.expect("one system");
     client.reset(&system, ResetType::ForceOff).await.expect("powers off");

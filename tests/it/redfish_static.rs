@@ -127,13 +127,15 @@ async fn the_plan_shows_pending_values_and_deploy_refuses_to_reset_over_unwanted
         changes,
         [
             ["node01:bios:ProcTurboMode", "no-op", "as desired", "-"],
+            // node01 runs jobs and is on: the reset that applies the queued value is
+            // its rollout wave's (drained first), not the API stage's.
             [
                 "node01:bios:SriovGlobalEnable",
-                "update",
-                "Disabled → Enabled: pending on BMC, applies at the next reset",
-                "reboot"
+                "no-op",
+                "Disabled → Enabled: pending on BMC, applies at the next reset; in the node's rollout wave: drain, change, reset, check, resume",
+                "-"
             ],
-            ["node01:power:system", "update", "restart: BIOS settings apply at boot", "-"],
+            ["node01:power:system", "no-op", "as desired", "-"],
             [
                 "node01:bios:LogicalProc",
                 "update",

@@ -2,7 +2,7 @@
 
 The fake driver (the one that needs no libvirt) keeps power state, boot device and NICs
 but raises NotSupported for the BIOS and firmware versions. This adds exactly those
-four driver methods, storing the values in the fake system's own record (`bios`,
+five driver methods (BIOS get/set/reset, versions get/set), storing the values in the fake system's own record (`bios`,
 `versions` in SUSHY_EMULATOR_FAKE_SYSTEMS), the way sushy's libvirt driver stores them
 in domain metadata. Everything a client sees over HTTP -- routes, JSON documents, the
 Bios and Bios/Settings resources, PATCH handling, errors, auth -- is sushy-tools' own.
@@ -50,10 +50,19 @@ def get_versions(self, identity):
     return dict(versions)
 
 
+def set_versions(self, identity, firmware_versions):
+    # What sushy's UpdateService.SimpleUpdate calls after its emulated flash.
+    system = _record(self, identity)
+    versions = dict(system.get('versions') or {})
+    versions.update(firmware_versions)
+    self._update(system, versions=versions)
+
+
 fakedriver.FakeDriver.get_bios = get_bios
 fakedriver.FakeDriver.set_bios = set_bios
 fakedriver.FakeDriver.reset_bios = reset_bios
 fakedriver.FakeDriver.get_versions = get_versions
+fakedriver.FakeDriver.set_versions = set_versions
 
 if __name__ == '__main__':
     sys.exit(emulator.main())

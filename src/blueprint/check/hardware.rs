@@ -1,8 +1,9 @@
-//! Checks of hardware profiles: references resolve, firmware versions are non-empty
-//! text, BIOS values are scalars a BMC accepts.
+//! Checks of hardware profiles: references resolve, firmware versions are non-empty,
+//! firmware images are http(s) URLs with a SHA-256, BIOS values are scalars a BMC accepts.
 
 use super::unknown_name_help;
 use crate::blueprint::LoadedBlueprint;
+use crate::blueprint::schema::FirmwareWanted;
 use crate::diagnostic::{Diagnostic, Diagnostics};
 use crate::source::join_key;
 
@@ -33,23 +34,74 @@ pub(crate) fn is_firmware_version(text: &str) -> bool {
     !text.trim().is_empty() && !text.chars().any(char::is_control)
 }
 
+fn is_sha256(text: &str) -> bool {
+    text.len() == 64 && text.chars().all(|c| c.is_ascii_hexdigit())
+}
+
+fn is_image_url(text: &str) -> bool {
+    let rest = text.strip_prefix("https://").or_else(|| text.strip_prefix("http://"));
+    rest.is_some_and(|rest| {
+        let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        !host.is_empty() && !rest.chars().any(|c| c.is_whitespace() || c.is_control())
+    })
+}
+
+fn firmware(loaded: &LoadedBlueprint, base: &str, component: &str, wanted: &FirmwareWanted, out: &mut Diagnostics) {
+    let key = join_key(&join_key(base, "firmware"), component);
+    if !is_firmware_version(&wanted.version) {
+        out.push(
+            Diagnostic::error(
+                "invalid-firmware-version",
+                format!(
+                    "firmware version `{}` of `{component}` is empty or has control characters",
+                    wanted.version.escape_debug()
+                ),
+            )
+            .at(&loaded.source, key.clone())
+            .help("write the version exactly as the BMC reports it, e.g. `2.75.75.75` or `U46 v2.70 (01/11/2023)`"),
+        );
+    }
+    if let Some(image) = &wanted.image
+        && !is_image_url(image)
+    {
+        out.push(
+            Diagnostic::error(
+                "invalid-firmware-image",
+                format!("firmware image `{image}` of `{component}` is not an http(s) URL"),
+            )
+            .at(&loaded.source, join_key(&key, "image"))
+            .help("give the URL the BMC downloads the image from, e.g. `http://10.0.0.2/fw/bios-2.70.bin`"),
+        );
+    }
+    match (&wanted.image, &wanted.sha256) {
+        (Some(_), None) => out.push(
+            Diagnostic::error("firmware-image-without-sha256", format!("firmware image of `{component}` has no `sha256`"))
+                .at(&loaded.source, join_key(&key, "image"))
+                .help("add `sha256:` with the image's SHA-256 (`sha256sum IMAGE`): toolkit checks it before the BMC takes the image"),
+        ),
+        (None, Some(_)) => out.push(
+            Diagnostic::error("firmware-sha256-without-image", format!("`{component}` has a `sha256` but no `image`"))
+                .at(&loaded.source, join_key(&key, "sha256"))
+                .help("add the `image:` URL the checksum is of, or write the version alone to only expect it"),
+        ),
+        _ => {}
+    }
+    if let Some(sha256) = &wanted.sha256
+        && !is_sha256(sha256)
+    {
+        out.push(
+            Diagnostic::error("invalid-firmware-sha256", format!("`sha256` of `{component}` is not 64 hex digits"))
+                .at(&loaded.source, join_key(&key, "sha256"))
+                .help("write the image's SHA-256 as `sha256sum` prints it"),
+        );
+    }
+}
+
 fn profiles(loaded: &LoadedBlueprint, out: &mut Diagnostics) {
     for (name, profile) in &loaded.blueprint.hardware_profiles {
         let base = join_key("hardware_profiles", name);
-        for (component, version) in &profile.firmware {
-            if !is_firmware_version(version) {
-                out.push(
-                    Diagnostic::error(
-                        "invalid-firmware-version",
-                        format!(
-                            "firmware version `{}` of `{component}` is empty or has control characters",
-                            version.escape_debug()
-                        ),
-                    )
-                    .at(&loaded.source, join_key(&join_key(&base, "firmware"), component))
-                    .help("write the version exactly as the BMC reports it, e.g. `2.3.1` or `P79 v1.45 (12/06/2017)`"),
-                );
-            }
+        for (component, wanted) in &profile.firmware {
+            firmware(loaded, &base, component, wanted, out);
         }
         for (attribute, value) in &profile.bios {
             if value.is_object() || value.is_array() || value.is_null() {

@@ -1233,9 +1233,10 @@ fn with_profile(profile: &str) -> String {
 
 #[test]
 fn a_valid_hardware_profile_is_clean() {
-    let text = with_profile(
-        "    power: on\n    pxe_on_provision: true\n    bios: { ProcTurboMode: Disabled, NumCores: 10 }\n    firmware: { BIOS: \"2.3.1\", BMC: U50_1.60 }\n",
-    );
+    let text = with_profile(&format!(
+        "    power: on\n    pxe_on_provision: true\n    bios: {{ ProcTurboMode: Disabled, NumCores: 10 }}\n    firmware_updates: true\n    firmware:\n      BIOS: \"P79 v1.45 (12/06/2017)\"\n      BMC: {{ version: 1.45.455b66-rev4, image: https://10.0.0.2/fw/bmc.bin, sha256: {} }}\n",
+        "ab".repeat(32)
+    ));
     let diagnostics = lint(&text);
     assert!(diagnostics.is_empty(), "{}", diagnostics.render());
 }
@@ -1253,6 +1254,25 @@ finds!(
     [],
     "invalid-firmware-version",
     "firmware: { BIOS:",
+    Error
+);
+finds!(
+    firmware_images_need_a_sha256,
+    &with_profile("    firmware:\n      BIOS: { version: U46 v2.70 (01/11/2023), image: http://10.0.0.2/u46.bin }\n"),
+    [],
+    "firmware-image-without-sha256",
+    "image: http://10.0.0.2/u46.bin",
+    Error
+);
+finds!(
+    firmware_images_are_urls,
+    &with_profile(&format!(
+        "    firmware:\n      BMC: {{ version: \"7.10\", image: /srv/bmc.bin, sha256: {} }}\n",
+        "a".repeat(64)
+    )),
+    [],
+    "invalid-firmware-image",
+    "image: /srv/bmc.bin",
     Error
 );
 finds!(
@@ -1528,3 +1548,18 @@ finds!(
     "port: 3150",
     Warning
 );
+#[test]
+fn an_unquoted_decimal_firmware_version_is_refused_where_it_is_written() {
+    // YAML reads `2.40` as 2.4: the version the vendor wrote would be lost.
+    let text = with_profile("    firmware: { BIOS: 2.40 }\n");
+    let diagnostics = load_text(Path::new(BLUEPRINT_FILE), text.clone()).expect_err("refused at load");
+    let rendered = diagnostics.render();
+    assert!(rendered.contains("quote it"), "{rendered}");
+    assert!(
+        diagnostics.0.iter().any(|d| d.position.map(|p| p.line) == Some(line_of(&text, "firmware: { BIOS: 2.40 }"))),
+        "{rendered}"
+    );
+    // A whole number and the long form load.
+    let text = with_profile("    firmware: { BMC: 7, BIOS: { version: \"2.40\" } }\n");
+    assert!(lint(&text).is_empty(), "{}", lint(&text).render());
+}

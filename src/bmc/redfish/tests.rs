@@ -1,7 +1,8 @@
 //! Unit tests of the client's protocol handling against a scripted HTTP server: a
 //! session service (which the emulator the integration tests use does not have),
 //! retries, task monitors and error bodies. What a real Redfish service does with
-//! the requests is tested in `tests/it/redfish.rs`.
+//! the requests is tested in `tests/it/redfish.rs`. `serve` and `config` also serve
+//! the firmware update tests (`update`).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -12,24 +13,24 @@ use super::*;
 
 /// A request the scripted server received.
 #[derive(Debug, Clone)]
-struct Seen {
-    method: String,
-    path: String,
+pub(super) struct Seen {
+    pub(super) method: String,
+    pub(super) path: String,
     headers: Vec<(String, String)>,
-    body: String,
+    pub(super) body: String,
 }
 
 impl Seen {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(super) fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, value)| value.as_str())
     }
 }
 
 /// A scripted answer: status, extra headers, body.
-type Answer = (u16, Vec<(&'static str, String)>, String);
+pub(super) type Answer = (u16, Vec<(&'static str, String)>, String);
 
 /// Serves `answers` in order, one per connection (`Connection: close`), records requests.
-fn serve(answers: Vec<Answer>) -> (String, Arc<Mutex<Vec<Seen>>>, thread::JoinHandle<()>) {
+pub(super) fn serve(answers: Vec<Answer>) -> (String, Arc<Mutex<Vec<Seen>>>, thread::JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("binds");
     let base = format!("http://{}", listener.local_addr().expect("address"));
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -87,7 +88,7 @@ fn serve(answers: Vec<Answer>) -> (String, Arc<Mutex<Vec<Seen>>>, thread::JoinHa
     (base, seen, handle)
 }
 
-fn config(base: &str) -> BmcConfig {
+pub(super) fn config(base: &str) -> BmcConfig {
     let credentials = Credentials { username: "admin".into(), password: Sensitive::new("pa55-w0rd-secret") };
     let mut config = BmcConfig::new("node01", base, credentials).expect("valid endpoint");
     config.retry =

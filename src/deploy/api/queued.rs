@@ -40,7 +40,7 @@ pub(super) fn plan(
             match (changes.iter_mut().find(|change| change.id == id), setting) {
                 (Some(change), None) => {
                     // Queued as the blueprint wants it: the next reset applies it.
-                    change.reason = format!("{}: pending on BMC, applies at the next reset", change.reason);
+                    change.reason = format!("{}: pending on BMC, applies at the next reset", change.reason).into();
                 }
                 (Some(change), Some(setting)) => overwritten(change, setting),
                 (None, Some(setting)) => added.push(set_back(host, bios, setting)),
@@ -64,8 +64,8 @@ fn shown(value: Option<&Value>) -> String {
 fn overwritten(change: &mut Change, setting: &PendingSetting) {
     let pending = value_text(&setting.pending);
     let wanted = shown(setting.wanted.as_ref());
-    change.reason = format!("pending on BMC: {} = {pending} (unwanted), overwritten with {wanted}", setting.name);
-    change.before = Some(format!("{} (pending: {pending})", shown(setting.current.as_ref())));
+    change.reason = format!("pending on BMC: {} = {pending} (unwanted), overwritten with {wanted}", setting.name).into();
+    change.before = Some(format!("{} (pending: {pending})", shown(setting.current.as_ref())).into());
     change.action = Action::Update;
 }
 
@@ -85,14 +85,14 @@ fn set_back(host: &str, bios: &BiosSettings, setting: &PendingSetting) -> Change
         ),
     };
     Change {
-        id: format!("{host}:bios:{}", setting.name),
-        target: host.to_owned(),
-        kind: "bios".to_owned(),
-        name: setting.name.clone(),
+        id: format!("{host}:bios:{}", setting.name).into(),
+        target: host.into(),
+        kind: "bios".into(),
+        name: setting.name.as_str().into(),
         action: Action::Update,
-        reason,
-        before: Some(format!("{} (pending: {pending})", shown(setting.current.as_ref()))),
-        after: Some(shown(setting.current.as_ref())),
+        reason: reason.into(),
+        before: Some(format!("{} (pending: {pending})", shown(setting.current.as_ref())).into()),
+        after: Some(shown(setting.current.as_ref()).into()),
         diff: None,
         secret: false,
         disruption: Disruption::None,

@@ -192,7 +192,7 @@ async fn roll(
     state: State,
     connector: &FakeConnector,
     slurm: &FakeSlurm,
-    hooks: &Hooks,
+    hooks: &impl NodeHooks,
     options: &RolloutOptions,
 ) -> (RolloutReport, Vec<State>) {
     let saved = Mutex::new(Vec::new());
@@ -542,4 +542,150 @@ async fn switches_that_restart_go_one_at_a_time_before_anything_else() {
     }
     // Each switch's writes and restart together, one switch after another, then the head.
     assert_eq!(order, ["leaf0", "leaf1", "spine0", "head"], "{hosts:?}");
+}
+
+/// Hooks that record, for every BMC change and reboot, whether the node was drained
+/// and empty at that moment; `verify` fails for the hosts in `unverified`.
+struct BmcHooks<'a> {
+    slurm: &'a FakeSlurm,
+    log: Mutex<Vec<String>>,
+    unverified: Vec<String>,
+}
+
+impl BmcHooks<'_> {
+    fn empty(&self, host: &str) -> &'static str {
+        let status = self.slurm.status(host);
+        let jobs = self.slurm.nodes.lock().expect("nodes")[host].1.len();
+        if status.drain && jobs == 0 { "drained" } else { "IN SERVICE" }
+    }
+}
+
+impl NodeHooks for BmcHooks<'_> {
+    async fn reboot(&self, host: &str) -> Result<(), String> {
+        let line = format!("reboot {host} {}", self.empty(host));
+        self.log.lock().expect("log").push(line);
+        Ok(())
+    }
+
+    async fn check(&self, hosts: &[String]) -> BTreeMap<String, Result<(), String>> {
+        hosts.iter().map(|host| (host.clone(), Ok(()))).collect()
+    }
+
+    async fn apply_bmc(&self, host: &str, items: &[&ApiDesired]) -> Result<(), String> {
+        let ids: Vec<String> = items.iter().map(|item| item.id()).collect();
+        let line = format!("bmc {host} {} {}", self.empty(host), ids.join(","));
+        self.log.lock().expect("log").push(line);
+        Ok(())
+    }
+
+    async fn verify_bmc(&self, host: &str, _items: &[&ApiDesired]) -> Result<(), String> {
+        self.log.lock().expect("log").push(format!("verify {host}"));
+        if self.unverified.iter().any(|h| h == host) {
+            return Err("firmware `BIOS` is `2.3.1`, wanted `2.4.1`".into());
+        }
+        Ok(())
+    }
+}
+
+/// Per node: firmware and a BIOS attribute waiting for the wave, power on.
+fn bmc_cluster(nodes: &[&str]) -> Cluster {
+    use crate::resource::api::PowerState;
+    let mut resources = Vec::new();
+    let mut observed = BTreeMap::new();
+    for node in nodes {
+        let target = Target { name: (*node).to_owned(), kind: TargetKind::Node };
+        let items = [
+            ApiDesired::Firmware {
+                host: (*node).to_owned(),
+                component: "BIOS".into(),
+                version: "2.4.1".into(),
+                image: "http://fw/bios.bin".into(),
+                sha256: "0".repeat(64),
+                allow_downgrade: false,
+            },
+            ApiDesired::BiosAttribute {
+                host: (*node).to_owned(),
+                name: "ProcTurboMode".into(),
+                value: "Disabled".into(),
+            },
+        ];
+        for item in items {
+            let before = if matches!(item, ApiDesired::Firmware { .. }) { "2.3.1" } else { "Enabled" };
+            observed.insert(item.id(), Some(before.to_owned()));
+            let name = item.name();
+            resources
+                .push(Resource::new(target.clone(), &name, Desired::Api(Box::new(item))).disrupts(Disruption::Reboot));
+        }
+        let power = ApiDesired::Power { host: (*node).to_owned(), state: PowerState::On };
+        observed.insert(power.id(), Some("On".to_owned()));
+        resources.push(Resource::new(target, "system", Desired::Api(Box::new(power))));
+    }
+    let graph = graph::build(resources).expect("graph");
+    let schedulable: BTreeSet<String> = nodes.iter().map(|node| (*node).to_owned()).collect();
+    let observation =
+        crate::deploy::api::ApiObservation { observed, schedulable: schedulable.clone(), ..Default::default() };
+    let state = State::empty("lab");
+    let mut plan = diff(&graph, &state, PlanInputs::default());
+    plan.changes = crate::deploy::api::changes(&graph, &observation);
+    plan.summary = crate::plan::Summary::of(&plan.changes);
+    classify(&graph, &mut plan, &schedulable, "1".parse().expect("budget"));
+    Cluster { graph, plan, state }
+}
+
+#[tokio::test]
+async fn bios_and_firmware_change_inside_the_wave_after_the_drain_and_before_the_reset() {
+    let nodes = ["node01", "node02"];
+    let cluster = bmc_cluster(&nodes);
+    assert_eq!(cluster.plan.rollout.as_ref().expect("rollout").waves, [["node01"], ["node02"]]);
+    let slurm = FakeSlurm::with(&nodes);
+    slurm.job("node01", "42", 3);
+    slurm.job("node02", "43", 6);
+    let connector = FakeConnector::new(Script::new(fresh_debian));
+    let hooks = BmcHooks { slurm: &slurm, log: Mutex::new(Vec::new()), unverified: Vec::new() };
+    let (report, saved) = roll(&cluster, cluster.state.clone(), &connector, &slurm, &hooks, &options()).await;
+    assert!(report.is_success(), "{report:#?}");
+    assert_eq!(
+        *hooks.log.lock().expect("log"),
+        [
+            "bmc node01 drained node01:firmware:BIOS,node01:bios:ProcTurboMode",
+            "reboot node01 drained",
+            "verify node01",
+            "bmc node02 drained node02:firmware:BIOS,node02:bios:ProcTurboMode",
+            "reboot node02 drained",
+            "verify node02",
+        ]
+    );
+    let id = report.id.clone().expect("id");
+    assert_eq!(slurm.events()[0], format!("drain node01: toolkit:rollout {id} reboot: BIOS"));
+    assert!(matches!(report.apply.outcome("node02:firmware:BIOS"), Some(Outcome::Changed)));
+    // Recorded once made: the next plan compares with the BMC again.
+    assert!(saved.last().expect("saved").resources.contains_key("node02:firmware:BIOS"));
+    // Nothing went over SSH for them.
+    assert!(connector.script.calls().is_empty(), "{:?}", connector.script.calls());
+}
+
+#[tokio::test]
+async fn a_node_whose_bmc_does_not_report_the_new_firmware_stays_drained() {
+    let nodes = ["node01", "node02"];
+    let cluster = bmc_cluster(&nodes);
+    let slurm = FakeSlurm::with(&nodes);
+    let connector = FakeConnector::new(Script::new(fresh_debian));
+    let hooks = BmcHooks { slurm: &slurm, log: Mutex::new(Vec::new()), unverified: vec!["node01".into()] };
+    let (report, _) = roll(&cluster, cluster.state.clone(), &connector, &slurm, &hooks, &options()).await;
+    assert!(!report.is_success());
+    let id = report.id.clone().expect("id");
+    assert_eq!(
+        slurm.status("node01").reason.as_deref(),
+        Some(
+            format!("toolkit:rollout {id} failed: check BMC after reset: firmware `BIOS` is `2.3.1`, wanted `2.4.1`")
+                .as_str()
+        )
+    );
+    // node02 was never touched.
+    assert!(!slurm.status("node02").drain);
+    assert!(!hooks.log.lock().expect("log").iter().any(|line| line.contains("node02")));
+    assert!(matches!(
+        report.apply.outcome("node02:firmware:BIOS"),
+        Some(Outcome::Skipped { reason: SkipReason::NotReached })
+    ));
 }
