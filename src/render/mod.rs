@@ -13,6 +13,7 @@ pub mod gpu_stack;
 pub mod host;
 pub mod links;
 pub mod lldp;
+pub mod roce_qos;
 pub mod slurm;
 pub mod switch;
 
@@ -153,6 +154,7 @@ pub fn render(
     host::render(model, inventory, renderer, &mut resources)?;
     slurm::render(model, inventory, renderer, secrets, &mut resources)?;
     gpu_stack::render(model, inventory, renderer, &mut resources)?;
+    roce_qos::render(model, inventory, renderer, &mut resources)?;
     switch::render(model, inventory, renderer, &mut resources)?;
     lldp::render(model, inventory, renderer, &mut resources)?;
     Ok(resources)
@@ -167,4 +169,5 @@ pub fn embedded() -> impl Iterator<Item = &'static (&'static str, &'static str)>
         .chain(slurm::TEMPLATES)
         .chain(switch::TEMPLATES)
         .chain(lldp::TEMPLATES)
+        .chain(roce_qos::TEMPLATES)
 }

@@ -316,6 +316,10 @@ pub fn unmet(model: &Model, requirements: &[Requirement]) -> Option<String> {
             Requirement::Roce => {
                 (model.fabric.kind == FabricKind::Roce, "applies to RoCE fabrics; this one is InfiniBand")
             }
+            Requirement::RoceQos => (
+                model.fabric.kind == FabricKind::Roce && model.fabric.roce.is_some() && model.groups.iter().any(has_ofed),
+                "needs a RoCE fabric with `roce:` QoS and a node group with DOCA-OFED or MLNX_OFED (`software.network`)",
+            ),
             Requirement::Rails => (
                 model.nodes.iter().any(|node| !node.rails.is_empty()),
                 "needs nodes on the compute fabric: no node has rail NICs",
@@ -337,6 +341,12 @@ pub fn unmet(model: &Model, requirements: &[Requirement]) -> Option<String> {
         };
         (!met).then(|| why.to_owned())
     })
+}
+
+/// Whether `group` installs an OFED stack (from NVIDIA's repository), which brings
+/// `mlnx_qos` and `cma_roce_tos`.
+fn has_ofed(group: &crate::model::Group) -> bool {
+    group.software.as_ref().is_some_and(|stack| stack.network_repo().is_some())
 }
 
 /// Runs every planned validator, one after another.

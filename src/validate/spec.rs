@@ -207,6 +207,9 @@ pub enum Requirement {
     Infiniband,
     /// A RoCE (routed Ethernet) compute fabric.
     Roce,
+    /// A RoCE fabric with a `roce:` QoS section and nodes whose group installs an
+    /// OFED stack (DOCA-OFED or MLNX_OFED: the host QoS tools come with it).
+    RoceQos,
     /// Nodes with compute-fabric NICs.
     Rails,
     /// Slurm as the scheduler.
@@ -230,6 +233,7 @@ impl Requirement {
             Self::Nvlink => "nvlink",
             Self::Infiniband => "infiniband",
             Self::Roce => "roce",
+            Self::RoceQos => "roce-qos",
             Self::Rails => "rails",
             Self::Slurm => "slurm",
             Self::Accounting => "accounting",

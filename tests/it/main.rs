@@ -13,6 +13,7 @@ mod plan;
 mod redfish;
 mod render_gpu_stack;
 mod render_network;
+mod render_roce_qos;
 mod render_slurm;
 mod report;
 mod ssh;
