@@ -124,6 +124,13 @@ pub enum LimitSource {
     },
     /// Computed from the model per subject.
     Derived(String),
+    /// Another measurement of the same subject: its name and label.
+    Measurement {
+        /// The measurement's `name`.
+        name: String,
+        /// Its label, the provenance shown.
+        label: String,
+    },
     /// Set in the blueprint.
     Blueprint {
         /// The limit.
@@ -281,6 +288,10 @@ fn dispose(
             comparison: threshold.comparison,
             source: match (overrides.get(threshold.measurement.as_str()), threshold.value, &threshold.derived) {
                 (Some((value, key)), _, _) => LimitSource::Blueprint { value: *value, key: key.clone() },
+                (None, None, None) if let Some(name) = &threshold.of => LimitSource::Measurement {
+                    name: name.clone(),
+                    label: spec.measurement(name).map_or_else(|| name.clone(), |m| m.label.clone()),
+                },
                 (None, Some(value), _) => {
                     LimitSource::Fixed { value, reference: threshold.reference.clone().unwrap_or_default() }
                 }
@@ -1006,7 +1017,18 @@ impl<C: Connector> ValidatorRun<'_, C> {
                 continue;
             }
             for limit in limits {
-                let threshold = match resolve(limit, &derive_input) {
+                let resolved = match &limit.source {
+                    LimitSource::Measurement { name, label } => values
+                        .get(name)
+                        .map(|value| Threshold {
+                            comparison: limit.comparison,
+                            value: *value,
+                            source: Provenance { kind: ProvenanceKind::Measurement, detail: label.clone() },
+                        })
+                        .ok_or_else(|| format!("`{label}` was not measured")),
+                    _ => resolve(limit, &derive_input),
+                };
+                let threshold = match resolved {
                     Ok(threshold) => Some(threshold),
                     Err(why) => {
                         unlimited.push(format!("no limit for {}: {why}", spec.label));
@@ -1117,6 +1139,7 @@ fn resolve(limit: &Limit, input: &DeriveInput<'_>) -> Result<Threshold, String> 
             let derived = derived::derive(name, input)?;
             (derived.value, Provenance { kind: ProvenanceKind::Model, detail: derived.detail })
         }
+        LimitSource::Measurement { label, .. } => return Err(format!("`{label}` is resolved per subject")),
     };
     Ok(Threshold { comparison: limit.comparison, value, source })
 }
