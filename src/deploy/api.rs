@@ -344,7 +344,9 @@ pub async fn apply(
     let queued: BTreeSet<&str> = plan
         .changes
         .iter()
-        .filter(|change| change.kind == "bios" && change.action == Action::Update && !desired_ids.contains(change.id.as_str()))
+        .filter(|change| {
+            change.kind == "bios" && change.action == Action::Update && !desired_ids.contains(change.id.as_str())
+        })
         .map(|change| change.target.as_str())
         .collect();
     let (wanted, no_bios, queued) = (&wanted, &no_bios, &queued);

@@ -39,11 +39,12 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 
 /// Validators a changed node must pass before it is resumed: each judges one node
 /// (or the node's rails), quickly, without the scheduler.
-pub const POST_CHANGE_VALIDATORS: &[&str] = &["rail-links", "mtu", "gpu-inventory", "gpu-health"];
+pub const POST_CHANGE_VALIDATORS: &[&str] = &["rail-links", "mtu", "roce-qos", "gpu-inventory", "gpu-health"];
 
-/// Of those, the ones that read real GPUs: not run on nodes whose GPUs are device
-/// files only (the inventory's `fake_gpu_devices`, as in the lab).
-const GPU_VALIDATORS: &[&str] = &["gpu-inventory", "gpu-health"];
+/// Of those, the ones that read real GPUs or RDMA NICs: not run on nodes whose GPUs
+/// are device files only (the inventory's `fake_gpu_devices`, as in the lab), which
+/// get no RoCE QoS either.
+const GPU_VALIDATORS: &[&str] = &["roce-qos", "gpu-inventory", "gpu-health"];
 
 /// Checks and reboots through the cluster's own validators and SSH.
 pub struct ClusterHooks<'a, C: Connector> {

@@ -177,7 +177,8 @@ fn rename(id: &ResourceId, from: &str, to: &str) -> ResourceId {
     }
 }
 
-fn is_fake(inventory: Option<&Inventory>, name: &str) -> bool {
+/// Whether the inventory marks `name` as a node without real GPUs and NICs (the lab's).
+pub(crate) fn is_fake(inventory: Option<&Inventory>, name: &str) -> bool {
     inventory.and_then(|inventory| inventory.hosts.get(name)).is_some_and(|host| host.fake_gpu_devices)
 }
 

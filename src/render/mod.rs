@@ -14,6 +14,7 @@ pub mod host;
 pub mod links;
 pub mod lldp;
 pub mod package_cache;
+pub mod roce_qos;
 pub mod slurm;
 pub mod switch;
 
@@ -154,6 +155,7 @@ pub fn render(
     host::render(model, inventory, renderer, &mut resources)?;
     slurm::render(model, inventory, renderer, secrets, &mut resources)?;
     gpu_stack::render(model, inventory, renderer, &mut resources)?;
+    roce_qos::render(model, inventory, renderer, &mut resources)?;
     switch::render(model, inventory, renderer, &mut resources)?;
     lldp::render(model, inventory, renderer, &mut resources)?;
     package_cache::render(model, renderer, &mut resources)?;
@@ -174,4 +176,5 @@ pub fn embedded() -> impl Iterator<Item = &'static (&'static str, &'static str)>
         .chain(switch::TEMPLATES)
         .chain(lldp::TEMPLATES)
         .chain(package_cache::TEMPLATES)
+        .chain(roce_qos::TEMPLATES)
 }

@@ -22,6 +22,7 @@ use crate::render::links::{LinkName, LinkNamer};
 use crate::render::{RenderError, Renderer};
 use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target, TargetKind};
 use crate::topology::ports::{self, DEFAULT_PORT_PREFIX, Direction, FabricPort, HOST_INTERFACE, HOST_VLAN};
+use crate::topology::qos::{CNP_PRIORITY, DEFAULT_PRIORITY as DEFAULT_ROCE_PRIORITY, roce_priority};
 use crate::topology::{Switch, SwitchRole};
 
 /// Templates of this module: `(name under templates/, text)`.
@@ -57,10 +58,8 @@ const MAX_MAXIMUM_PATHS: u32 = 128;
 const TOP_SM_PRIORITY: u8 = 15;
 
 /// NVIDIA's RoCE defaults: data on switch priority 3 with DSCP 26, CNPs with DSCP 48 on priority 6.
-const DEFAULT_ROCE_PRIORITY: u8 = 3;
 const DEFAULT_ROCE_DSCP: u8 = 26;
 const DEFAULT_CNP_DSCP: u8 = 48;
-const CNP_PRIORITY: u8 = 6;
 /// The traffic class `nv set qos roce` reserves for RoCE, and where other priorities go.
 const ROCE_TRAFFIC_CLASS: u8 = 3;
 const DEFAULT_TRAFFIC_CLASS: u8 = 0;
@@ -489,7 +488,7 @@ struct DscpEntry {
 }
 
 fn roce_view(qos: RoceQos) -> RoceView {
-    let priority = qos.pfc_priority.unwrap_or(DEFAULT_ROCE_PRIORITY);
+    let priority = roce_priority(&qos);
     let moved = priority != DEFAULT_ROCE_PRIORITY;
     let lossless = qos.mode == RoceMode::Lossless;
     let mut egress_queue = Vec::new();

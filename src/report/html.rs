@@ -7,6 +7,8 @@
 //! value for HTML (auto-escape on, undefined is an error), so a node named
 //! `<script>` prints as text: escaping is the default, not a call to remember.
 
+use std::collections::HashSet;
+
 use indexmap::IndexMap;
 use minijinja::{AutoEscape, Environment, UndefinedBehavior};
 use serde::Serialize;
@@ -17,7 +19,7 @@ use crate::report::{
     threshold_text, validators_by_severity, verdict_word,
 };
 use crate::validate::results::{
-    AxisScale, Evidence, Measurement, Results, Series, SubjectResult, ValidatorResult, Verdict,
+    AxisScale, Evidence, Measurement, ProvenanceKind, Results, Series, SubjectResult, ValidatorResult, Verdict,
 };
 
 /// The report templates, embedded: `(name, text)`.
@@ -365,11 +367,21 @@ fn line_charts(validator: &ValidatorResult) -> Vec<LineChart> {
 }
 
 /// A bar chart for every measurement that two or more subjects share (same
-/// name and unit): per-node bandwidth with its threshold, and so on.
+/// name and unit): per-node bandwidth with its threshold, and so on. A measurement
+/// that is another's limit (`of:`, cables planned for cables verified) is drawn in
+/// that one's chart, as its threshold marks, not as a chart of its own.
 fn bar_charts(validator: &ValidatorResult) -> Vec<BarChart> {
+    let limits: HashSet<&str> = validator
+        .subjects
+        .iter()
+        .flat_map(|subject| &subject.measurements)
+        .filter_map(|measurement| measurement.threshold.as_ref())
+        .filter(|threshold| threshold.source.kind == ProvenanceKind::Measurement)
+        .map(|threshold| threshold.source.detail.as_str())
+        .collect();
     let mut by_name: IndexMap<(&str, &str), Vec<(&str, &Measurement)>> = IndexMap::new();
     for subject in &validator.subjects {
-        for measurement in &subject.measurements {
+        for measurement in subject.measurements.iter().filter(|m| !limits.contains(m.name.as_str())) {
             by_name
                 .entry((measurement.name.as_str(), measurement.unit.as_str()))
                 .or_default()
@@ -381,4 +393,43 @@ fn bar_charts(validator: &ValidatorResult) -> Vec<BarChart> {
         .filter(|(_, bars)| bars.len() >= 2)
         .filter_map(|((name, _), bars)| svg::bar_chart(&format!("{name} per {}", validator.scope.as_str()), &bars))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the cabling validator records per switch: miswired 0, planned, and
+    /// verified with planned as its limit.
+    fn cabling(switches: &[(&str, f64, f64)]) -> ValidatorResult {
+        let subjects: Vec<serde_json::Value> = switches
+            .iter()
+            .map(|(name, planned, verified)| {
+                serde_json::json!({
+                    "subject": name, "verdict": "passed",
+                    "measurements": [
+                        { "name": "cables differing from the plan", "value": 0.0, "unit": "",
+                          "threshold": { "comparison": "<=", "value": 0.0,
+                                         "source": { "kind": "default", "detail": "every cable where the plan puts it" } } },
+                        { "name": "planned cables on this switch", "value": planned, "unit": "" },
+                        { "name": "planned cables seen where they belong", "value": verified, "unit": "",
+                          "threshold": { "comparison": ">=", "value": planned,
+                                         "source": { "kind": "measurement", "detail": "planned cables on this switch" } } },
+                    ],
+                })
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "id": "cabling", "title": "Cables", "failure": "cable-miswired",
+            "docs": { "what": "a", "why": "b", "fix": "c" }, "scope": "switch", "subjects": subjects,
+        }))
+        .expect("a validator result")
+    }
+
+    #[test]
+    fn planned_and_verified_cables_are_one_chart() {
+        let charts = bar_charts(&cabling(&[("leaf0", 5.0, 5.0), ("leaf1", 5.0, 4.0), ("spine0", 4.0, 4.0)]));
+        let titles: Vec<&str> = charts.iter().map(|chart| chart.title.as_str()).collect();
+        assert_eq!(titles, ["planned cables seen where they belong per switch"]);
+    }
 }

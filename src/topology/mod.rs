@@ -9,6 +9,7 @@
 pub mod addressing;
 pub mod cabling;
 pub mod ports;
+pub mod qos;
 pub mod sizing;
 
 use std::net::Ipv4Addr;

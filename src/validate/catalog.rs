@@ -21,6 +21,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("fabric-bgp.yaml", include_str!("../../validators/fabric-bgp.yaml")),
     ("rail-links.yaml", include_str!("../../validators/rail-links.yaml")),
     ("mtu.yaml", include_str!("../../validators/mtu.yaml")),
+    ("roce-qos.yaml", include_str!("../../validators/roce-qos.yaml")),
     ("gpu-inventory.yaml", include_str!("../../validators/gpu-inventory.yaml")),
     ("gpu-health.yaml", include_str!("../../validators/gpu-health.yaml")),
     ("nvlink.yaml", include_str!("../../validators/nvlink.yaml")),

@@ -95,7 +95,22 @@ fn base_env() -> Environment<'static> {
     env.add_filter("matching", matching);
     env.add_filter("hostlist", compress_hostlist);
     env.add_function("gres_count", gres_count);
+    env.add_function("roce_qos_mismatches", roce_qos_mismatches);
     env
+}
+
+/// `roce_qos_mismatches(output, cluster.fabric.roce_qos, netdevs)`: one sentence per
+/// difference between a node's rail NICs and the fabric's QoS (see [`super::roce_qos`]).
+fn roce_qos_mismatches(output: &Value, expected: &Value, netdevs: &Value) -> Result<Value, Error> {
+    fn typed<T: serde::de::DeserializeOwned>(value: &Value, what: &str) -> Result<T, Error> {
+        serde_json::to_value(value)
+            .and_then(serde_json::from_value)
+            .map_err(|error| Error::new(ErrorKind::InvalidOperation, format!("roce_qos_mismatches: {what}: {error}")))
+    }
+    let dump = typed(output, "the parsed `roce-qos` output")?;
+    let expected = typed(expected, "the fabric's RoCE QoS")?;
+    let netdevs: Vec<String> = typed(netdevs, "the rail interface names")?;
+    Ok(Value::from(super::roce_qos::mismatches(&dump, &expected, &netdevs)))
 }
 
 /// `[[a, b], c]` → `[a, b, c]`: one level of lists is opened.

@@ -12,6 +12,7 @@ pub mod expr;
 pub mod pairwise;
 pub mod parsers;
 pub mod results;
+pub mod roce_qos;
 pub mod run;
 pub mod spec;
 pub mod subjects;

@@ -512,16 +512,19 @@ pub enum ProvenanceKind {
     Model,
     /// The validator's built-in default, with its reference.
     Default,
+    /// Another measurement of the same subject (`detail` is its label).
+    Measurement,
 }
 
 impl ProvenanceKind {
-    /// `blueprint`, `model` or `default`.
+    /// `blueprint`, `model`, `default` or `measurement`.
     #[must_use]
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Blueprint => "blueprint",
             Self::Model => "model",
             Self::Default => "default",
+            Self::Measurement => "measurement",
         }
     }
 }

@@ -124,6 +124,13 @@ pub enum LimitSource {
     },
     /// Computed from the model per subject.
     Derived(String),
+    /// Another measurement of the same subject: its name and label.
+    Measurement {
+        /// The measurement's `name`.
+        name: String,
+        /// Its label, the provenance shown.
+        label: String,
+    },
     /// Set in the blueprint.
     Blueprint {
         /// The limit.
@@ -281,6 +288,10 @@ fn dispose(
             comparison: threshold.comparison,
             source: match (overrides.get(threshold.measurement.as_str()), threshold.value, &threshold.derived) {
                 (Some((value, key)), _, _) => LimitSource::Blueprint { value: *value, key: key.clone() },
+                (None, None, None) if let Some(name) = &threshold.of => LimitSource::Measurement {
+                    name: name.clone(),
+                    label: spec.measurement(name).map_or_else(|| name.clone(), |m| m.label.clone()),
+                },
                 (None, Some(value), _) => {
                     LimitSource::Fixed { value, reference: threshold.reference.clone().unwrap_or_default() }
                 }
@@ -316,6 +327,10 @@ pub fn unmet(model: &Model, requirements: &[Requirement]) -> Option<String> {
             Requirement::Roce => {
                 (model.fabric.kind == FabricKind::Roce, "applies to RoCE fabrics; this one is InfiniBand")
             }
+            Requirement::RoceQos => (
+                model.fabric.kind == FabricKind::Roce && model.fabric.roce.is_some() && model.groups.iter().any(has_ofed),
+                "needs a RoCE fabric with `roce:` QoS and a node group with DOCA-OFED or MLNX_OFED (`software.network`)",
+            ),
             Requirement::Rails => (
                 model.nodes.iter().any(|node| !node.rails.is_empty()),
                 "needs nodes on the compute fabric: no node has rail NICs",
@@ -337,6 +352,12 @@ pub fn unmet(model: &Model, requirements: &[Requirement]) -> Option<String> {
         };
         (!met).then(|| why.to_owned())
     })
+}
+
+/// Whether `group` installs an OFED stack (from NVIDIA's repository), which brings
+/// `mlnx_qos` and `cma_roce_tos`.
+fn has_ofed(group: &crate::model::Group) -> bool {
+    group.software.as_ref().is_some_and(|stack| stack.network_repo().is_some())
 }
 
 /// Runs every planned validator, one after another.
@@ -996,7 +1017,18 @@ impl<C: Connector> ValidatorRun<'_, C> {
                 continue;
             }
             for limit in limits {
-                let threshold = match resolve(limit, &derive_input) {
+                let resolved = match &limit.source {
+                    LimitSource::Measurement { name, label } => values
+                        .get(name)
+                        .map(|value| Threshold {
+                            comparison: limit.comparison,
+                            value: *value,
+                            source: Provenance { kind: ProvenanceKind::Measurement, detail: label.clone() },
+                        })
+                        .ok_or_else(|| format!("`{label}` was not measured")),
+                    _ => resolve(limit, &derive_input),
+                };
+                let threshold = match resolved {
                     Ok(threshold) => Some(threshold),
                     Err(why) => {
                         unlimited.push(format!("no limit for {}: {why}", spec.label));
@@ -1107,6 +1139,7 @@ fn resolve(limit: &Limit, input: &DeriveInput<'_>) -> Result<Threshold, String> 
             let derived = derived::derive(name, input)?;
             (derived.value, Provenance { kind: ProvenanceKind::Model, detail: derived.detail })
         }
+        LimitSource::Measurement { label, .. } => return Err(format!("`{label}` is resolved per subject")),
     };
     Ok(Threshold { comparison: limit.comparison, value, source })
 }

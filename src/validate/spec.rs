@@ -207,6 +207,9 @@ pub enum Requirement {
     Infiniband,
     /// A RoCE (routed Ethernet) compute fabric.
     Roce,
+    /// A RoCE fabric with a `roce:` QoS section and nodes whose group installs an
+    /// OFED stack (DOCA-OFED or MLNX_OFED: the host QoS tools come with it).
+    RoceQos,
     /// Nodes with compute-fabric NICs.
     Rails,
     /// Slurm as the scheduler.
@@ -230,6 +233,7 @@ impl Requirement {
             Self::Nvlink => "nvlink",
             Self::Infiniband => "infiniband",
             Self::Roce => "roce",
+            Self::RoceQos => "roce-qos",
             Self::Rails => "rails",
             Self::Slurm => "slurm",
             Self::Accounting => "accounting",
@@ -366,6 +370,10 @@ pub struct ThresholdSpec {
     /// A limit computed from the model (names in `docs/validators.md`).
     #[serde(default)]
     pub derived: Option<String>,
+    /// The limit is another, earlier measurement of the same subject (`verified >=
+    /// planned`); the report draws both as one chart.
+    #[serde(default)]
+    pub of: Option<String>,
     /// Where a fixed limit comes from (required with `value`).
     #[serde(default)]
     pub reference: Option<String>,
@@ -773,6 +781,30 @@ impl ValidatorSpec {
                         .help(help),
                 );
             }
+            if let Some(other) = &threshold.of {
+                let position = |name: &str| self.measurements.iter().position(|m| m.name == name);
+                let earlier = match (position(other), position(&threshold.measurement)) {
+                    (Some(limit), Some(measured)) => limit < measured,
+                    _ => false,
+                };
+                if threshold.value.is_some() || threshold.derived.is_some() {
+                    out.push(
+                        Diagnostic::error("validator-threshold", "give exactly one of `value`, `derived` and `of`")
+                            .at(source, at("of"))
+                            .help("`of: <measurement>` takes its limit from that measurement alone"),
+                    );
+                } else if !earlier {
+                    out.push(
+                        Diagnostic::error(
+                            "validator-threshold",
+                            format!("`of: {other}` names no measurement listed before `{}`", threshold.measurement),
+                        )
+                        .at(source, at("of"))
+                        .help("name a measurement of this validator that comes earlier in `measurements`"),
+                    );
+                }
+                continue;
+            }
             match (&threshold.value, &threshold.derived) {
                 (Some(value), None) => {
                     if !value.is_finite() {
@@ -853,6 +885,27 @@ measurements:
 thresholds:
   - { measurement: loss, comparison: '<=', value: 0, reference: no loss on a healthy link }
 ";
+
+    #[test]
+    fn a_threshold_of_another_measurement_must_name_an_earlier_one() {
+        let with = |threshold: &str| {
+            MINIMAL.replace(
+                "thresholds:\n",
+                &format!("  - {{ name: sent, label: sent, value: '3' }}\nthresholds:\n  - {threshold}\n"),
+            )
+        };
+        if let Err(problems) = load(&with("{ measurement: sent, comparison: '>=', of: loss }")) {
+            panic!("{}", problems.render());
+        }
+        for bad in [
+            "{ measurement: loss, comparison: '>=', of: sent }",
+            "{ measurement: sent, comparison: '>=', of: nothing }",
+            "{ measurement: sent, comparison: '>=', of: loss, value: 1, reference: r }",
+        ] {
+            let problems = load(&with(bad)).expect_err(bad).render();
+            assert!(problems.contains("validator-threshold") && problems.contains("`of"), "{bad}: {problems}");
+        }
+    }
 
     #[test]
     fn a_minimal_validator_loads_as_one_step() {

@@ -18,6 +18,7 @@ use crate::blueprint::schema::{FabricKind, FilesystemKind, Role, SchedulerKind};
 use crate::inventory::Inventory;
 use crate::model::{Model, Node, hostlist, slurm};
 use crate::topology::ports::{self, DEFAULT_PORT_PREFIX, Direction};
+use crate::topology::qos::host_qos;
 
 /// What the inventory says about reaching the cluster.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -372,6 +373,8 @@ pub fn base_context(model: &Model, site: &Site, selected: &[usize], params: &BTr
                 "link_speed_gbps": fabric.link_speed_gbps,
                 "host_mtu": fabric.host_mtu,
                 "switch_mtu": fabric.switch_mtu,
+                // What every rail NIC must report (the `roce-qos` validator).
+                "roce_qos": fabric.roce.as_ref().map(host_qos),
             },
             "controller": model.first_with(Role::Controller).map(|node| node.name.clone()),
             "scratch": model.scratch.as_ref().map(|scratch| scratch.mount.clone()),

@@ -256,6 +256,12 @@ fn slurmctld_starts_on_the_rendered_lab_config() {
         let settings = slurm_settings(blueprint);
         settings.accounting = false;
         settings.extra = overrides;
+        // A second partition whose name uses every character the lint allows
+        // (`invalid-slurm-name`): slurmctld must take it as it is.
+        let mut other = settings.partitions[0].clone();
+        other.name = "gpu_a-1".to_owned();
+        other.default = false;
+        settings.partitions.push(other);
     });
     let config = slurm(&model).expect("slurm model").expect("lab uses slurm");
     let texts = files(&config, &Renderer::embedded().expect("templates parse"), &Secrets::default()).expect("renders");
@@ -291,6 +297,8 @@ fn slurmctld_starts_on_the_rendered_lab_config() {
     for part in ["PartitionName=gpu", "Nodes=node[01-04]", "Default=YES", "MaxTime=UNLIMITED", "TotalNodes=4"] {
         assert!(partition.contains(part), "`{part}` in scontrol show partition:\n{partition}\n{}", sandbox.logs());
     }
+    let other = String::from_utf8_lossy(&scontrol_run(&["show", "partition", "gpu_a-1"]).stdout).into_owned();
+    assert!(other.contains("PartitionName=gpu_a-1"), "scontrol show partition gpu_a-1:\n{other}\n{}", sandbox.logs());
     if private_hosts {
         let node = String::from_utf8_lossy(&scontrol_run(&["show", "node", "node01"]).stdout).into_owned();
         for part in ["Gres=gpu:h100:4", "CPUTot=2", "RealMemory=972"] {

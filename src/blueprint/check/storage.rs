@@ -32,16 +32,29 @@ fn duplicate_names(loaded: &LoadedBlueprint, out: &mut Diagnostics) {
     }
 }
 
+/// Most characters of a mount point: PATH_MAX is 4096, but a systemd unit name
+/// (the escaped path plus `.mount`) is at most 255.
+const MAX_MOUNT: usize = 200;
+
 /// Why `mount` cannot be a mount point, if it cannot.
-fn mount_problem(mount: &str) -> Option<&'static str> {
+fn mount_problem(mount: &str) -> Option<String> {
     if !mount.starts_with('/') {
-        Some("is not an absolute path")
+        Some("is not an absolute path".to_owned())
     } else if mount.trim_end_matches('/').is_empty() {
-        Some("would hide the root filesystem")
+        Some("would hide the root filesystem".to_owned())
     } else if mount.split('/').any(|part| part == "..") || mount.split('/').any(|part| part == ".") {
-        Some("contains `.` or `..`")
+        Some("contains `.` or `..`".to_owned())
     } else if mount.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        Some("contains whitespace (fstab cannot hold it unescaped)")
+        Some("contains whitespace (fstab cannot hold it unescaped)".to_owned())
+    } else if let Some(c) = mount.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-'))) {
+        // systemd escapes other characters in unit names (`\x24`) and fstab and
+        // exports(5) have their own escapes: one name, three spellings to get right.
+        Some(format!(
+            "contains `{}`, which systemd mount units, fstab and exports(5) each escape differently",
+            c.escape_debug()
+        ))
+    } else if mount.len() > MAX_MOUNT {
+        Some(format!("is {} characters long, more than {MAX_MOUNT} (a systemd unit name holds 255)", mount.len()))
     } else {
         None
     }
@@ -72,7 +85,7 @@ fn mounts(loaded: &LoadedBlueprint, out: &mut Diagnostics) {
             out.push(
                 Diagnostic::error("invalid-mount", format!("mount point `{mount}` of {what} {problem}"))
                     .at(&loaded.source, path.as_str())
-                    .help("use an absolute directory such as `/home`, `/data` or `/scratch`"),
+                    .help("use an absolute directory of letters, digits, `/`, `.`, `_` and `-`, such as `/home`, `/data` or `/scratch`"),
             );
         } else {
             valid.push((index, normalize(mount)));

@@ -1548,6 +1548,7 @@ finds!(
     "port: 3150",
     Warning
 );
+
 #[test]
 fn an_unquoted_decimal_firmware_version_is_refused_where_it_is_written() {
     // YAML reads `2.40` as 2.4: the version the vendor wrote would be lost.
@@ -1562,4 +1563,109 @@ fn an_unquoted_decimal_firmware_version_is_refused_where_it_is_written() {
     // A whole number and the long form load.
     let text = with_profile("    firmware: { BMC: 7, BIOS: { version: \"2.40\" } }\n");
     assert!(lint(&text).is_empty(), "{}", lint(&text).render());
+}
+
+/// Hostile names, each where it flows into a native format: the check id and the line.
+#[test]
+fn names_the_tools_would_reject_are_errors_on_their_line() {
+    let partition = "      - { name: gpu, groups: [gpu], default: true, max_time: INFINITE }";
+    let tenant = "  - { name: team-a, users: [alice], guaranteed_gpus: 4 }";
+    let cases: &[(&str, &str, &str, &str)] = &[
+        // (from, to, id, line needle)
+        (
+            partition,
+            r#"      - { name: "gpu x;y", groups: [gpu], default: true, max_time: INFINITE }"#,
+            "invalid-slurm-name",
+            "gpu x;y",
+        ),
+        (
+            partition,
+            r#"      - { name: "gpu=1", groups: [gpu], default: true, max_time: INFINITE }"#,
+            "invalid-slurm-name",
+            "gpu=1",
+        ),
+        (
+            partition,
+            r#"      - { name: "gpu#1", groups: [gpu], default: true, max_time: INFINITE }"#,
+            "invalid-slurm-name",
+            "gpu#1",
+        ),
+        (
+            partition,
+            r#"      - { name: "$(reboot)", groups: [gpu], default: true, max_time: INFINITE }"#,
+            "invalid-slurm-name",
+            "reboot",
+        ),
+        (
+            partition,
+            "      - { name: GPU, groups: [gpu], default: true, max_time: INFINITE }",
+            "invalid-slurm-name",
+            "name: GPU",
+        ),
+        (
+            partition,
+            "      - { name: 1gpu, groups: [gpu], default: true, max_time: INFINITE }",
+            "invalid-slurm-name",
+            "name: 1gpu",
+        ),
+        (
+            partition,
+            "      - { name: \"-gpu\", groups: [gpu], default: true, max_time: INFINITE }",
+            "invalid-slurm-name",
+            "-gpu",
+        ),
+        (
+            partition,
+            "      - { name: gpu\u{430}, groups: [gpu], default: true, max_time: INFINITE }",
+            "invalid-slurm-name",
+            "gpu\u{430}",
+        ),
+        (tenant, r#"  - { name: "team a", users: [alice], guaranteed_gpus: 4 }"#, "invalid-slurm-name", "team a"),
+        (tenant, "  - { name: Team-A, users: [alice], guaranteed_gpus: 4 }", "invalid-slurm-name", "Team-A"),
+        (tenant, r#"  - { name: team-a, users: ["alice;id"], guaranteed_gpus: 4 }"#, "invalid-user-name", "alice;id"),
+        (tenant, r#"  - { name: team-a, users: ["al'ice"], guaranteed_gpus: 4 }"#, "invalid-user-name", "al'ice"),
+        (tenant, "  - { name: team-a, users: [Alice], guaranteed_gpus: 4 }", "invalid-user-name", "[Alice]"),
+        (tenant, "  - { name: team-a, users: [9lives], guaranteed_gpus: 4 }", "invalid-user-name", "9lives"),
+        (tenant, "  - { name: team-a, users: [\"-rf\"], guaranteed_gpus: 4 }", "invalid-user-name", "-rf"),
+        (tenant, "  - { name: team-a, users: [\u{430}lice], guaranteed_gpus: 4 }", "invalid-user-name", "\u{430}lice"),
+        (
+            tenant,
+            "  - { name: team-a, users: [abcdefghijklmnopqrstuvwxyz0123456], guaranteed_gpus: 4 }",
+            "invalid-user-name",
+            "abcdefghijklmnopqrstuvwxyz0123456",
+        ),
+    ];
+    for (from, to, id, needle) in cases {
+        let text = edit(ROCE, &[(from, to)]);
+        let found = finds(&text, id, needle, Severity::Error);
+        assert!(
+            found.message.contains("Slurm") || found.message.contains("useradd"),
+            "the tool is named: {}",
+            found.render()
+        );
+    }
+    // Where Kubernetes schedules, tenants become namespaces: DNS-1123 labels.
+    let text = edit(
+        ROCE,
+        &[("kind: slurm", "kind: kubernetes"), (tenant, "  - { name: team_a, users: [alice], guaranteed_gpus: 4 }")],
+    );
+    let found = finds(&text, "invalid-kubernetes-name", "team_a", Severity::Error);
+    assert!(
+        found.message.contains("Kubernetes") && found.help.as_deref().is_some_and(|h| h.contains("`team-a`")),
+        "{}",
+        found.render()
+    );
+}
+
+/// Mount points reach systemd unit names, fstab and exports: hostile ones are refused on their line.
+#[test]
+fn hostile_mount_points_are_errors_on_their_line() {
+    for mount in ["\"/home;rm\"", "\"/home$(id)\"", "\"/ho#me\"", "\"/home'x\"", "/h\u{43e}me", "\"/a=b\""] {
+        let text = edit(ROCE, &[("mount: /home", &format!("mount: {mount}"))]);
+        let found = finds(&text, "invalid-mount", &format!("mount: {mount}"), Severity::Error);
+        assert!(found.message.contains("systemd"), "{}", found.render());
+    }
+    let long = format!("/{}", "a".repeat(250));
+    let text = edit(ROCE, &[("mount: /home", &format!("mount: {long}"))]);
+    finds(&text, "invalid-mount", &long, Severity::Error);
 }

@@ -64,7 +64,8 @@ fn shown(value: Option<&Value>) -> String {
 fn overwritten(change: &mut Change, setting: &PendingSetting) {
     let pending = value_text(&setting.pending);
     let wanted = shown(setting.wanted.as_ref());
-    change.reason = format!("pending on BMC: {} = {pending} (unwanted), overwritten with {wanted}", setting.name).into();
+    change.reason =
+        format!("pending on BMC: {} = {pending} (unwanted), overwritten with {wanted}", setting.name).into();
     change.before = Some(format!("{} (pending: {pending})", shown(setting.current.as_ref())).into());
     change.action = Action::Update;
 }

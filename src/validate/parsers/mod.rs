@@ -21,6 +21,7 @@ pub mod ibv_devinfo;
 pub mod ior;
 pub mod lldpctl;
 pub mod mdtest;
+pub mod mlnx_qos;
 pub mod nccl_tests;
 pub mod nvidia_smi;
 pub mod nvidia_smi_q;
@@ -131,6 +132,8 @@ pub const PARSERS: &[(&str, &str)] = &[
     ("mdtest", "mdtest text output: SUMMARY rate table (ops/s per operation)"),
     ("frr-bgp-summary", "FRR `show bgp summary json`: peers per address family, state, prefixes"),
     ("lldpctl-json", "`lldpctl -f json`: neighbours per local interface (system name, port, mgmt IP)"),
+    ("mlnx-qos", "`mlnx_qos -i <netdev>` (MLNX_OFED/DOCA-OFED): trust, DSCP map, PFC per priority, ETS classes"),
+    ("roce-qos", "the `roce-qos` validator's dump: per rail NIC `mlnx_qos -i` plus ECN, CNP DSCP and ToS sysfs values"),
     ("ping", "iputils `ping`: packets sent/received, loss, errors, rtt min/avg/max/mdev"),
     ("sinfo", "`sinfo --json` or `sinfo -N -h -o '%N %T %G'`: node states, flags, reasons, GRES"),
     ("scontrol-node", "`scontrol [-d] show node`: per-node key=value fields, state flags, reason, GRES"),
@@ -156,6 +159,8 @@ pub fn lookup(name: &str) -> Result<ParserFn, ParseError> {
         "mdtest" => |text| finish(mdtest::parse(text)),
         "frr-bgp-summary" => |text| finish(frr::parse(text)),
         "lldpctl-json" => |text| finish(lldpctl::parse(text)),
+        "mlnx-qos" => |text| finish(mlnx_qos::parse(text)),
+        "roce-qos" => |text| finish(mlnx_qos::parse_dump(text)),
         "ping" => |text| finish(ping::parse(text)),
         "sinfo" => |text| finish(slurm::parse_sinfo(text)),
         "scontrol-node" => |text| finish(slurm::parse_scontrol_nodes(text)),

@@ -5,6 +5,7 @@
 #![allow(clippy::float_cmp)]
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
 use super::*;
@@ -861,4 +862,51 @@ async fn every_missing_program_is_named_with_its_hosts() {
         )
     );
     assert!(subjects[1..].iter().all(|subject| subject.verdict == Verdict::Passed), "{subjects:?}");
+}
+
+/// The lab with DOCA-OFED on its GPU nodes, answering the `roce-qos` dump with the
+/// recorded `mlnx_qos -i` output (PFC on priorities 0, 2, 6, 7) and `pfc` replacing
+/// its PFC row, and sysfs values as toolkit-roce-qos.service sets them.
+async fn roce_qos_run(pfc: &'static str) -> (SubjectResult, Vec<(String, String)>) {
+    let model = lab_with_software("os: debian12\nnetwork: { stack: doca-ofed, version: 3.2.1 }\n");
+    let site = Site::everything(&model);
+    let mlnx_qos = recorded("mlnx_qos_i_eth2_dscp_trust_ofed42.txt").replace("enabled 1 0 1 0 0 0 1 1", pfc);
+    let netdevs: Vec<String> = model
+        .nodes
+        .iter()
+        .find(|node| !node.rails.is_empty())
+        .expect("a rail node")
+        .rails
+        .iter()
+        .map(|rail| rail.netdev.clone())
+        .collect();
+    let connector = fake(move |_, _| {
+        let mut text = String::new();
+        for netdev in &netdevs {
+            let _ = write!(
+                text,
+                "### netdev {netdev}\n{mlnx_qos}### settings\nrdma_device mlx5_0\nroce_np.3 1\nroce_rp.3 1\n\
+                 cnp_dscp 48\ntraffic_class Global tclass=106\ndefault_roce_tos 106\n"
+            );
+        }
+        (0, text, String::new())
+    });
+    let outcome = run_all(&builtin_catalog(&["roce-qos"]), &model, &site, &connector, &options()).await;
+    let log = connector.log.lock().expect("log").clone();
+    (outcome.validators[0].subjects[0].clone(), log)
+}
+
+#[tokio::test]
+async fn roce_qos_fails_the_recorded_host_naming_host_interface_and_mismatch() {
+    let (node, log) = roce_qos_run("enabled 1 0 1 0 0 0 1 1").await;
+    assert_eq!(node.verdict, Verdict::Failed, "{node:?}");
+    let reason = node.reason.as_deref().expect("a reason");
+    assert!(
+        reason.contains(&format!("{}: rail0: PFC on priorities 0, 2, 6, 7, fabric: 3 only", node.subject)),
+        "{reason}"
+    );
+    let (_, script) = &log[0];
+    assert!(script.contains("mlnx_qos -i \"$1\"") && script.contains("dump rail0;"), "{script}");
+    let (node, _) = roce_qos_run("enabled 0 0 0 1 0 0 0 0").await;
+    assert_eq!(node.verdict, Verdict::Passed, "{node:?}");
 }
