@@ -13,6 +13,7 @@ pub mod gpu_stack;
 pub mod host;
 pub mod links;
 pub mod lldp;
+pub mod monitoring;
 pub mod slurm;
 pub mod switch;
 
@@ -155,6 +156,7 @@ pub fn render(
     gpu_stack::render(model, inventory, renderer, &mut resources)?;
     switch::render(model, inventory, renderer, &mut resources)?;
     lldp::render(model, inventory, renderer, &mut resources)?;
+    monitoring::render(model, inventory, &secrets.named, &mut resources)?;
     Ok(resources)
 }
 
@@ -167,4 +169,5 @@ pub fn embedded() -> impl Iterator<Item = &'static (&'static str, &'static str)>
         .chain(slurm::TEMPLATES)
         .chain(switch::TEMPLATES)
         .chain(lldp::TEMPLATES)
+        .chain(monitoring::TEMPLATES)
 }
