@@ -155,8 +155,14 @@ fn node_exporter(target: &Target, out: &mut Vec<Resource>) {
 fn frr_exporter(target: &Target, out: &mut Vec<Resource>) {
     out.push(package(target, "prometheus-frr-exporter"));
     // Peer descriptions (frr.conf names each neighbor after the switch at its other end)
-    // let a BGP alert name both ends of the session.
-    let args = defaults(target, "prometheus-frr-exporter", "--collector.bgp.peer-descriptions");
+    // let a BGP alert name both ends of the session; as plain text, since by default the
+    // exporter reads them as JSON. OSPF and BFD are not run by toolkit: their collectors
+    // would only log a failure every scrape.
+    let args = defaults(
+        target,
+        "prometheus-frr-exporter",
+        "--collector.bgp.peer-descriptions --collector.bgp.peer-descriptions.plain-text --no-collector.ospf --no-collector.bfd",
+    );
     let watched = vec![args.id.clone()];
     out.push(args);
     out.push(service(target, "prometheus-frr-exporter", watched, OnChange::Restart));
