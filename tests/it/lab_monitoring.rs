@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::lab::{lab_or_skip, text, toolkit};
-use super::lab_e2e::{Teardown, assert_success, exec_ok_in, fresh_lab};
+use super::lab_e2e::{Teardown, assert_success, edited, exec_ok_in, fresh_lab};
 
 const CLUSTER: &str = "lab-mon";
 const BLUEPRINT_EDITS: &[(&str, &str)] = &[
@@ -136,13 +136,18 @@ fn deploy_brings_up_monitoring_that_sees_the_fabric() {
     assert!(summary.contains("leaf0") && summary.contains("spine0"), "{alert:#}");
     exec_ok_in(dir.path(), CLUSTER, "leaf0", &["systemctl", "start", "frr"]);
 
-    // node04 leaves the blueprint: the next deploy stops scraping it.
+    // node04 leaves the blueprint (and team-b's guarantee shrinks to fit the 12 GPUs
+    // left): the next deploy stops scraping it.
     let blueprint = dir.path().join("lab.yaml");
-    let text_before = std::fs::read_to_string(&blueprint).expect("blueprint");
-    let from = "    count: 4\n    hostname: \"node{index:02}\"";
-    assert!(text_before.contains(from), "the lab blueprint changed: update this test");
-    std::fs::write(&blueprint, text_before.replace(from, "    count: 3\n    hostname: \"node{index:02}\""))
-        .expect("write");
+    let smaller = edited(
+        &std::fs::read_to_string(&blueprint).expect("blueprint"),
+        &[
+            ("    count: 4\n    hostname: \"node{index:02}\"", "    count: 3\n    hostname: \"node{index:02}\""),
+            ("{ name: team-b, users: [bob], guaranteed_gpus: 8,", "{ name: team-b, users: [bob], guaranteed_gpus: 4,"),
+        ],
+        "the lab blueprint",
+    );
+    std::fs::write(&blueprint, smaller).expect("write");
     deploy(dir.path(), "the deploy without node04");
     let found = targets(dir.path());
     let nodes = instances(&found, "node");
