@@ -117,6 +117,18 @@ fn deploy_brings_up_monitoring_that_sees_the_fabric() {
         assert_eq!(series["value"][1], "8", "{series}");
     }
 
+    // The handover report's monitoring section: the `monitoring` validator passes and
+    // the Markdown report shows it.
+    let validate = toolkit(
+        dir.path(),
+        &["validate", "lab.yaml", "-i", "inventory.yaml", "--only", "monitoring", "--results", "monitoring.json"],
+    );
+    assert_success(&validate, "validate --only monitoring");
+    let report = toolkit(dir.path(), &["report", "monitoring.json", "--format", "md"]);
+    assert_success(&report, "report");
+    let markdown = text(&report.stdout);
+    assert!(markdown.contains("| passed | Monitoring sees the whole cluster (`monitoring`) | cluster |"), "{markdown}");
+
     // FRR down on leaf0: spine0's session to it goes down, and the alert names both.
     exec_ok_in(dir.path(), CLUSTER, "leaf0", &["systemctl", "stop", "frr"]);
     let alert = wait_for(Duration::from_mins(2), "BgpSessionDown naming leaf0", || {
@@ -153,5 +165,4 @@ fn deploy_brings_up_monitoring_that_sees_the_fabric() {
     let nodes = instances(&found, "node");
     assert!(!nodes.iter().any(|name| name == "node04"), "node04 is still scraped: {found:#?}");
     assert!(nodes.iter().any(|name| name == "node03"), "{found:#?}");
-    eprintln!("{}", text(b"monitoring lab test done"));
 }
