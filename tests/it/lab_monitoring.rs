@@ -117,6 +117,10 @@ fn deploy_brings_up_monitoring_that_sees_the_fabric() {
         assert_eq!(series["value"][1], "8", "{series}");
     }
 
+    // Converged: a second plan has nothing to change (monitoring included).
+    let plan = toolkit(dir.path(), &["plan", "lab.yaml", "-i", "inventory.yaml"]);
+    assert_success(&plan, "a second `toolkit plan` must have nothing to change");
+
     // The handover report's monitoring section: the `monitoring` validator passes and
     // the Markdown report shows it.
     let validate = toolkit(
