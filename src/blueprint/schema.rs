@@ -10,6 +10,9 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+mod monitoring;
+pub use monitoring::{EmailReceiver, HealthChecks, Monitoring, OnFailure, Receiver, WebhookReceiver};
+
 /// A GPU cluster as designed: what it is, never where it is (that is the inventory).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -49,6 +52,10 @@ pub struct Blueprint {
     /// each package once for the whole cluster, or the site's own proxy.
     #[serde(default)]
     pub package_cache: PackageCache,
+    /// Prometheus, Alertmanager, exporters and continuous health checks; without this
+    /// section no monitoring is deployed.
+    #[serde(default)]
+    pub monitoring: Option<Monitoring>,
 }
 
 /// The cluster's package cache (apt-cacher-ng on Debian and Ubuntu nodes).

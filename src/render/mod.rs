@@ -13,6 +13,7 @@ pub mod gpu_stack;
 pub mod host;
 pub mod links;
 pub mod lldp;
+pub mod monitoring;
 pub mod package_cache;
 pub mod roce_qos;
 pub mod slurm;
@@ -158,6 +159,7 @@ pub fn render(
     roce_qos::render(model, inventory, renderer, &mut resources)?;
     switch::render(model, inventory, renderer, &mut resources)?;
     lldp::render(model, inventory, renderer, &mut resources)?;
+    monitoring::render(model, inventory, &secrets.named, &mut resources)?;
     package_cache::render(model, renderer, &mut resources)?;
     package_cache::order_package_installs(&mut resources);
     // The vector grew by doubling: up to half of it spare slots of a 256-byte struct
@@ -177,4 +179,5 @@ pub fn embedded() -> impl Iterator<Item = &'static (&'static str, &'static str)>
         .chain(lldp::TEMPLATES)
         .chain(package_cache::TEMPLATES)
         .chain(roce_qos::TEMPLATES)
+        .chain(monitoring::TEMPLATES)
 }

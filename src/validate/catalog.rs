@@ -26,6 +26,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("gpu-health.yaml", include_str!("../../validators/gpu-health.yaml")),
     ("nvlink.yaml", include_str!("../../validators/nvlink.yaml")),
     ("scheduler.yaml", include_str!("../../validators/scheduler.yaml")),
+    ("monitoring.yaml", include_str!("../../validators/monitoring.yaml")),
     ("storage-throughput.yaml", include_str!("../../validators/storage-throughput.yaml")),
     ("storage-ior.yaml", include_str!("../../validators/storage-ior.yaml")),
     ("storage-mdtest.yaml", include_str!("../../validators/storage-mdtest.yaml")),

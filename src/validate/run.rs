@@ -349,6 +349,10 @@ pub fn unmet(model: &Model, requirements: &[Requirement]) -> Option<String> {
                 derived::benchmark_filesystem(model).is_some(),
                 "needs a shared filesystem mounted by the compute nodes: `storage.filesystems` declares none",
             ),
+            Requirement::Monitoring => (
+                model.blueprint.monitoring.as_ref().is_some_and(|section| section.enabled),
+                "needs monitoring: the blueprint has no `monitoring` section, or it is off",
+            ),
         };
         (!met).then(|| why.to_owned())
     })

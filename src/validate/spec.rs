@@ -222,6 +222,8 @@ pub enum Requirement {
     GpuDriver,
     /// A shared filesystem mounted by the compute nodes (`storage.filesystems`).
     SharedFilesystem,
+    /// Monitoring deployed by toolkit (the blueprint's `monitoring` section).
+    Monitoring,
 }
 
 impl Requirement {
@@ -240,6 +242,7 @@ impl Requirement {
             Self::Tenants => "tenants",
             Self::GpuDriver => "gpu-driver",
             Self::SharedFilesystem => "shared-filesystem",
+            Self::Monitoring => "monitoring",
         }
     }
 }

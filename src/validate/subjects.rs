@@ -389,6 +389,10 @@ pub fn base_context(model: &Model, site: &Site, selected: &[usize], params: &BTr
         "hostlist": hostlist::compress(names.iter().copied()),
         "node_gpus": node_gpus,
         "slurm": slurm,
+        "monitoring": crate::model::monitoring::monitoring(model, None).map(|monitoring| json!({
+            "host": monitoring.host,
+            "hosts": monitoring.nodes.iter().chain(&monitoring.switches).map(|target| target.name.clone()).collect::<Vec<_>>(),
+        })),
         "reachable": site.hosts.len(),
     }))
 }

@@ -213,7 +213,11 @@ fn a_changed_guarantee_shows_the_qos_limit_old_to_new() {
     let changed: Vec<&serde_json::Value> =
         plan["changes"].as_array().expect("changes").iter().filter(|c| c["action"] != "no-op").collect();
     let ids: Vec<&str> = changed.iter().map(|c| c["id"].as_str().unwrap_or_default()).collect();
-    assert_eq!(ids, ["head:command:sacctmgr-qos-team-a-settings"], "{plan}");
+    // Monitoring follows the guarantee too: the tenant's alert rule and the Slurm view.
+    let (monitoring, slurm): (Vec<&str>, Vec<&str>) =
+        ids.iter().partition(|id| id.contains("prometheus") || id.contains("slurm-view"));
+    assert_eq!(slurm, ["head:command:sacctmgr-qos-team-a-settings"], "{plan}");
+    assert!(monitoring.contains(&"head:file:/etc/prometheus/toolkit.rules.yml"), "{monitoring:?}");
     assert_eq!(changed[0]["action"], "update");
     assert_eq!(changed[0]["reason"], "GrpTRES changed");
     assert_eq!(

@@ -59,7 +59,7 @@ fn files<'a>(resources: &'a [Resource], path: &str) -> Vec<(&'a str, &'a str)> {
 
 /// Whether `program` can be run; without it the test is skipped unless
 /// `TOOLKIT_REQUIRE_TOOLS` is set (CI), where a missing tool fails the test.
-fn tool(program: &str, package: &str) -> bool {
+pub(crate) fn tool(program: &str, package: &str) -> bool {
     let found = std::env::var_os("PATH")
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()));
     if !found {
@@ -115,7 +115,7 @@ fn lab_frr_configs_match_snapshots() {
 fn h200_leaf0_frr_config_matches_snapshot() {
     let resources = render_all(&model("h200-roce-64"), None);
     let conf = text(&resources, "leaf0", "/etc/frr/frr.conf");
-    assert!(conf.lines().count() < 500, "leaf0 frr.conf has {} lines", conf.lines().count());
+    assert!(conf.lines().count() < 600, "leaf0 frr.conf has {} lines", conf.lines().count());
     insta::assert_snapshot!("h200_leaf0_frr_conf", conf);
 }
 

@@ -27,6 +27,7 @@ pub mod nvidia_smi;
 pub mod nvidia_smi_q;
 pub mod nvlink;
 pub mod ping;
+pub mod prometheus;
 pub mod slurm;
 pub mod xid;
 
@@ -137,6 +138,10 @@ pub const PARSERS: &[(&str, &str)] = &[
     ("ping", "iputils `ping`: packets sent/received, loss, errors, rtt min/avg/max/mdev"),
     ("sinfo", "`sinfo --json` or `sinfo -N -h -o '%N %T %G'`: node states, flags, reasons, GRES"),
     ("scontrol-node", "`scontrol [-d] show node`: per-node key=value fields, state flags, reason, GRES"),
+    ("prometheus-targets", "Prometheus `/api/v1/targets`: job, instance, health and last error of each active target"),
+    ("prometheus-rules", "Prometheus `/api/v1/rules`: every rule with its group, type, health and alert state"),
+    ("prometheus-alerts", "Prometheus `/api/v1/alerts`: pending and firing alerts with labels and summary"),
+    ("prometheus-range", "Prometheus `/api/v1/query_range`: a matrix of series, `[time, value]` points"),
 ];
 
 /// The entry point of the parser called `name`, or an error listing the known names.
@@ -164,6 +169,10 @@ pub fn lookup(name: &str) -> Result<ParserFn, ParseError> {
         "ping" => |text| finish(ping::parse(text)),
         "sinfo" => |text| finish(slurm::parse_sinfo(text)),
         "scontrol-node" => |text| finish(slurm::parse_scontrol_nodes(text)),
+        "prometheus-targets" => |text| finish(prometheus::parse_targets(text)),
+        "prometheus-rules" => |text| finish(prometheus::parse_rules(text)),
+        "prometheus-alerts" => |text| finish(prometheus::parse_alerts(text)),
+        "prometheus-range" => |text| finish(prometheus::parse_range(text)),
         _ => return Err(unknown_parser(name)),
     };
     Ok(parser)

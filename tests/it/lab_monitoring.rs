@@ -1,0 +1,172 @@
+//! Monitoring on a running lab: after `toolkit deploy`, Prometheus on the head
+//! scrapes every host and switch (node exporter) and every switch's FRR exporter,
+//! has toolkit's rules loaded and the Slurm view's `toolkit_*` metrics; stopping FRR
+//! on a leaf fires the BGP alert naming the leaf; a node removed from the blueprint
+//! is no longer a target after the next deploy. Prometheus' HTTP API is read from
+//! inside the head (python3 is in the image), as an operator there would.
+//!
+//! Runs under its own cluster name and subnets (`lab-mon`, 10.161.0.0/24, rail pool
+//! 10.162.0.0/16), with a 5 s scrape interval and alerts after 10 s so it is quick.
+//! `TOOLKIT_KEEP_LAB=1` keeps the containers afterwards.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::lab::{lab_or_skip, text, toolkit};
+use super::lab_e2e::{Teardown, assert_success, edited, exec_ok_in, fresh_lab};
+
+const CLUSTER: &str = "lab-mon";
+const BLUEPRINT_EDITS: &[(&str, &str)] = &[
+    ("  name: lab\n", "  name: lab-mon\n"),
+    ("subnet: 10.10.0.0/24", "subnet: 10.161.0.0/24"),
+    ("rail_pool: 10.200.0.0/16", "rail_pool: 10.162.0.0/16"),
+    ("  scrape_interval: 15s\n", "  scrape_interval: 5s\n  alert_after: 10s\n"),
+];
+/// Management addresses move with the subnet; MACs are `02:42` + the rail address
+/// (10.200 = `0a:c8`, 10.162 = `0a:a2`).
+const INVENTORY_EDITS: &[(&str, &str)] = &[("address: 10.10.0.", "address: 10.161.0."), (":0a:c8:", ":0a:a2:")];
+const HOSTS: [&str; 8] = ["head", "leaf0", "leaf1", "node01", "node02", "node03", "node04", "spine0"];
+const SWITCHES: [&str; 3] = ["leaf0", "leaf1", "spine0"];
+
+/// `GET http://localhost:9090<path>` on the head, as JSON `data`.
+fn api(dir: &Path, path: &str) -> Value {
+    let script = "import sys, urllib.request; print(urllib.request.urlopen('http://localhost:9090' + sys.argv[1], timeout=10).read().decode())";
+    let body = exec_ok_in(dir, CLUSTER, "head", &["python3", "-c", script, path]);
+    let value: Value = serde_json::from_str(&body).unwrap_or_else(|error| panic!("{path}: {error}: {body}"));
+    assert_eq!(value["status"], "success", "{path}: {body}");
+    value["data"].clone()
+}
+
+/// Waits up to `limit` for `probe` to return `Some`; the last observation is in the panic.
+fn wait_for<T>(limit: Duration, what: &str, mut probe: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        match probe() {
+            Ok(found) => return found,
+            Err(last) => assert!(Instant::now() < deadline, "{what}: gave up after {limit:?}; last seen:\n{last}"),
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
+/// Active targets as (job, instance, health).
+fn targets(dir: &Path) -> Vec<(String, String, String)> {
+    let data = api(dir, "/api/v1/targets?state=active");
+    let mut list: Vec<(String, String, String)> = data["activeTargets"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|target| {
+            let field = |name: &str| target["labels"][name].as_str().unwrap_or_default().to_owned();
+            (field("job"), field("instance"), target["health"].as_str().unwrap_or_default().to_owned())
+        })
+        .collect();
+    list.sort();
+    list
+}
+
+fn instances(targets: &[(String, String, String)], job: &str) -> Vec<String> {
+    targets.iter().filter(|(j, _, _)| j == job).map(|(_, instance, _)| instance.clone()).collect()
+}
+
+fn deploy(dir: &Path, why: &str) {
+    let started = Instant::now();
+    let output = toolkit(dir, &["deploy", "lab.yaml", "-i", "inventory.yaml", "--yes"]);
+    eprintln!("deploy ({why}) took {:.0?}", started.elapsed());
+    assert_success(&output, why);
+}
+
+#[test]
+fn deploy_brings_up_monitoring_that_sees_the_fabric() {
+    let Some(_one_lab) = lab_or_skip("lab monitoring test") else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let _teardown = Teardown(dir.path(), CLUSTER);
+    fresh_lab(dir.path(), CLUSTER, BLUEPRINT_EDITS, INVENTORY_EDITS);
+    deploy(dir.path(), "the first deploy");
+
+    let all_up = wait_for(Duration::from_mins(2), "every target up", || {
+        let found = targets(dir.path());
+        let up = found.iter().all(|(_, _, health)| health == "up");
+        let complete = instances(&found, "node") == HOSTS && instances(&found, "frr") == SWITCHES;
+        if up && complete { Ok(found) } else { Err(format!("{found:#?}")) }
+    });
+    eprintln!("targets: {all_up:?}");
+
+    let rules = api(dir.path(), "/api/v1/rules");
+    let names: Vec<&str> = rules["groups"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|group| group["rules"].as_array().map(Vec::as_slice).unwrap_or_default())
+        .filter_map(|rule| rule["name"].as_str())
+        .collect();
+    for alert in ["NodeDown", "RailLinkDown", "BgpSessionDown", "SlurmNodeUnavailable", "TenantBelowGuarantee"] {
+        assert!(names.contains(&alert), "rule `{alert}` is not loaded: {names:?}");
+    }
+
+    let guaranteed = wait_for(Duration::from_mins(1), "the Slurm view's toolkit_* metrics", || {
+        let data = api(dir.path(), "/api/v1/query?query=toolkit_tenant_gpus_guaranteed");
+        let result = data["result"].as_array().cloned().unwrap_or_default();
+        if result.len() == 2 { Ok(result) } else { Err(format!("{data}")) }
+    });
+    for series in &guaranteed {
+        assert_eq!(series["value"][1], "8", "{series}");
+    }
+
+    // Converged: a second plan has nothing to change (monitoring included).
+    let plan = toolkit(dir.path(), &["plan", "lab.yaml", "-i", "inventory.yaml"]);
+    assert_success(&plan, "a second `toolkit plan` must have nothing to change");
+
+    // The handover report's monitoring section: the `monitoring` validator passes and
+    // the Markdown report shows it.
+    let validate = toolkit(
+        dir.path(),
+        &["validate", "lab.yaml", "-i", "inventory.yaml", "--only", "monitoring", "--results", "monitoring.json"],
+    );
+    assert_success(&validate, "validate --only monitoring");
+    let report = toolkit(dir.path(), &["report", "monitoring.json", "--format", "md"]);
+    assert_success(&report, "report");
+    let markdown = text(&report.stdout);
+    assert!(markdown.contains("| passed | Monitoring sees the whole cluster (`monitoring`) | cluster |"), "{markdown}");
+
+    // FRR down on leaf0: spine0's session to it goes down, and the alert names both.
+    exec_ok_in(dir.path(), CLUSTER, "leaf0", &["systemctl", "stop", "frr"]);
+    let alert = wait_for(Duration::from_mins(2), "BgpSessionDown naming leaf0", || {
+        let data = api(dir.path(), "/api/v1/alerts");
+        let alerts = data["alerts"].as_array().cloned().unwrap_or_default();
+        alerts
+            .iter()
+            .find(|alert| {
+                alert["state"] == "firing"
+                    && alert["labels"]["alertname"] == "BgpSessionDown"
+                    && alert["labels"]["peer_desc"] == "leaf0"
+            })
+            .cloned()
+            .ok_or_else(|| format!("{data:#}"))
+    });
+    let summary = alert["annotations"]["summary"].as_str().unwrap_or_default().to_owned();
+    assert!(summary.contains("leaf0") && summary.contains("spine0"), "{alert:#}");
+    exec_ok_in(dir.path(), CLUSTER, "leaf0", &["systemctl", "start", "frr"]);
+
+    // node04 leaves the blueprint (and team-b's guarantee shrinks to fit the 12 GPUs
+    // left): the next deploy stops scraping it.
+    let blueprint = dir.path().join("lab.yaml");
+    let smaller = edited(
+        &std::fs::read_to_string(&blueprint).expect("blueprint"),
+        &[
+            ("    count: 4\n    hostname: \"node{index:02}\"", "    count: 3\n    hostname: \"node{index:02}\""),
+            ("{ name: team-b, users: [bob], guaranteed_gpus: 8,", "{ name: team-b, users: [bob], guaranteed_gpus: 4,"),
+        ],
+        "the lab blueprint",
+    );
+    std::fs::write(&blueprint, smaller).expect("write");
+    deploy(dir.path(), "the deploy without node04");
+    let found = targets(dir.path());
+    let nodes = instances(&found, "node");
+    assert!(!nodes.iter().any(|name| name == "node04"), "node04 is still scraped: {found:#?}");
+    assert!(nodes.iter().any(|name| name == "node03"), "{found:#?}");
+}

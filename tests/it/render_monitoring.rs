@@ -1,0 +1,169 @@
+//! Integration tests: render_monitoring — Prometheus' config, its rules and
+//! Alertmanager's config rendered from the lab blueprint, checked by the real tools
+//! (`promtool check config`, `promtool test rules` for every rule, `amtool
+//! check-config`), and scrape targets that follow the blueprint's nodes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use toolkit::inventory::Inventory;
+use toolkit::model::{self, Model};
+use toolkit::render::monitoring::{config, rules};
+use toolkit::render::{self, Renderer};
+use toolkit::resource::{Desired, Resource};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The lab blueprint with `edits` applied, expanded.
+fn lab_model(edits: &[(&str, &str)]) -> Model {
+    let path = root().join("blueprints/lab.yaml");
+    let mut text = std::fs::read_to_string(&path).expect("lab blueprint");
+    for (from, to) in edits {
+        assert!(text.contains(from), "`{from}` is not in the lab blueprint");
+        text = text.replacen(from, to, 1);
+    }
+    let loaded = toolkit::blueprint::load::load_text(&path, text).expect("blueprint loads");
+    model::expand(&loaded.blueprint).expect("blueprint expands")
+}
+
+fn lab_inventory() -> Inventory {
+    toolkit::inventory::load(&root().join("inventories/lab.yaml")).expect("inventory loads").inventory
+}
+
+/// The lab with /home on NFS from the head and alerts after 2 minutes: the blueprint
+/// the rule tests in `tests/fixtures/monitoring/` are written for.
+const RULE_TEST_EDITS: &[(&str, &str)] = &[
+    (
+        "scheduler:\n",
+        "storage:\n  filesystems:\n    - { name: home, kind: nfs, server_group: head, export: /export/home, mount: /home }\n\nscheduler:\n",
+    ),
+    ("  scrape_interval: 15s\n", "  scrape_interval: 15s\n  alert_after: 2m\n"),
+];
+
+/// Whether `program` can be run (skipped without it, a failure under
+/// `TOOLKIT_REQUIRE_TOOLS`).
+fn tool(program: &str) -> bool {
+    super::render_network::tool(program, "prometheus prometheus-alertmanager")
+}
+
+fn run(dir: &Path, argv: &[&str]) -> (bool, String) {
+    let output = Command::new(argv[0]).args(&argv[1..]).current_dir(dir).output().expect("runs");
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    (output.status.success(), text)
+}
+
+fn resources(model: &Model, inventory: &Inventory) -> Vec<Resource> {
+    let renderer = Renderer::embedded().expect("templates");
+    render::render(model, Some(inventory), &render::slurm::Secrets::default(), &renderer).expect("renders")
+}
+
+fn file_text<'a>(resources: &'a [Resource], id: &str) -> &'a str {
+    let resource = resources.iter().find(|r| r.id.as_str() == id).unwrap_or_else(|| panic!("no `{id}`"));
+    let Desired::File { content, .. } = &resource.desired else { panic!("`{id}` is not a file") };
+    content.text()
+}
+
+#[test]
+fn every_rule_passes_its_promtool_unit_test() {
+    if !tool("promtool") {
+        return;
+    }
+    let monitoring = model::monitoring::monitoring(&lab_model(RULE_TEST_EDITS), Some(&lab_inventory())).expect("on");
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("toolkit.rules.yml"), rules::rules(&monitoring)).expect("write rules");
+    let tests = root().join("tests/fixtures/monitoring/toolkit.rules.test.yml");
+    std::fs::copy(&tests, dir.path().join("toolkit.rules.test.yml")).expect("copy tests");
+    let (ok, output) = run(dir.path(), &["promtool", "check", "rules", "toolkit.rules.yml"]);
+    assert!(ok, "{output}");
+    let (ok, output) = run(dir.path(), &["promtool", "test", "rules", "toolkit.rules.test.yml"]);
+    assert!(ok, "{output}");
+    // Every alert the file defines has a test that expects it to fire.
+    let tests = std::fs::read_to_string(&tests).expect("tests");
+    let rules = rules::rules(&monitoring);
+    for line in rules.lines().filter_map(|line| line.trim().strip_prefix("- alert: ")) {
+        assert!(
+            tests.contains(&format!("alertname: {line}\n        exp_alerts:")),
+            "alert `{line}` has no promtool test that expects it to fire"
+        );
+    }
+}
+
+#[test]
+fn the_rendered_configs_pass_promtool_and_amtool() {
+    if !tool("promtool") || !tool("amtool") {
+        return;
+    }
+    let model = lab_model(&[(
+        "  scrape_interval: 15s\n",
+        "  scrape_interval: 15s\n  receivers:\n    - name: ops\n      webhook: { url_secret: hook }\n    \
+         - name: mail\n      email: { to: ops@example.org, smarthost: mail.example.org:587, password_secret: smtp }\n",
+    )]);
+    let monitoring = model::monitoring::monitoring(&model, Some(&lab_inventory())).expect("on");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules_path = dir.path().join("toolkit.rules.yml");
+    std::fs::write(&rules_path, rules::rules(&monitoring)).expect("write rules");
+    let prometheus = config::prometheus(&monitoring).replace(config::RULES_PATH, &rules_path.display().to_string());
+    std::fs::write(dir.path().join("prometheus.yml"), prometheus).expect("write config");
+    let (ok, output) = run(dir.path(), &["promtool", "check", "config", "prometheus.yml"]);
+    assert!(ok, "{output}");
+    let secrets = BTreeMap::from([
+        ("hook".to_owned(), "https://hooks.example.org/T0/secret".to_owned()),
+        ("smtp".to_owned(), "pw".to_owned()),
+    ]);
+    std::fs::write(dir.path().join("alertmanager.yml"), config::alertmanager(&monitoring, &secrets)).expect("write");
+    let (ok, output) = run(dir.path(), &["amtool", "check-config", "alertmanager.yml"]);
+    assert!(ok && output.contains("3 receivers"), "{output}");
+}
+
+#[test]
+fn scrape_targets_follow_the_blueprint_nodes() {
+    let inventory = lab_inventory();
+    let all = resources(&lab_model(&[]), &inventory);
+    let prometheus = file_text(&all, "head:file:/etc/prometheus/prometheus.yml");
+    for (name, address) in
+        [("node04", "10.10.0.14:9100"), ("leaf1", "10.10.0.201:9100"), ("spine0", "10.10.0.210:9342")]
+    {
+        assert!(prometheus.contains(address) && prometheus.contains(&format!("instance: {name}")), "{prometheus}");
+    }
+    // The lab's GPUs are fake device files: no DCGM exporter could answer there.
+    assert!(!prometheus.contains("job_name: dcgm"), "{prometheus}");
+    assert!(all.iter().any(|r| r.id.as_str() == "node04:service:prometheus-node-exporter"));
+
+    let fewer = resources(
+        &lab_model(&[(
+            "    count: 4\n    hostname: \"node{index:02}\"",
+            "    count: 3\n    hostname: \"node{index:02}\"",
+        )]),
+        &inventory,
+    );
+    let prometheus = file_text(&fewer, "head:file:/etc/prometheus/prometheus.yml");
+    assert!(!prometheus.contains("node04") && prometheus.contains("node03"), "{prometheus}");
+    assert!(!fewer.iter().any(|r| r.target.name == "node04"));
+}
+
+#[test]
+fn configs_are_checked_before_activation_and_restart_their_daemon() {
+    let all = resources(&lab_model(&[]), &lab_inventory());
+    for (id, check) in [
+        ("head:file:/etc/prometheus/toolkit.rules.yml", "promtool check rules {}"),
+        ("head:file:/etc/prometheus/prometheus.yml", "promtool check config {}"),
+        ("head:file:/etc/prometheus/alertmanager.yml", "amtool check-config {}"),
+    ] {
+        let resource = all.iter().find(|r| r.id.as_str() == id).unwrap_or_else(|| panic!("no `{id}`"));
+        let Desired::File { check: Some(argv), .. } = &resource.desired else { panic!("`{id}` has no check") };
+        assert_eq!(argv.join(" "), check);
+    }
+    let prometheus = all.iter().find(|r| r.id.as_str() == "head:service:prometheus").expect("prometheus service");
+    let Desired::Service { watches, .. } = &prometheus.desired else { panic!("not a service") };
+    assert!(watches.iter().any(|id| id.as_str() == "head:file:/etc/prometheus/toolkit.rules.yml"), "{watches:?}");
+}
+
+#[test]
+fn no_monitoring_section_renders_no_monitoring() {
+    let model = lab_model(&[("monitoring:\n  retention: 15d\n  scrape_interval: 15s\n", "")]);
+    let all = resources(&model, &lab_inventory());
+    assert!(!all.iter().any(|r| r.id.as_str().contains("prometheus")));
+}
