@@ -34,7 +34,7 @@ pub async fn observe_node(
     desired: &[ApiDesired],
 ) -> Result<(Observed, BTreeMap<String, String>), BmcError> {
     let mine: Vec<&ApiDesired> =
-        desired.iter().filter(|item| item.target() == redfish.host() && !item.is_cloud()).collect();
+        desired.iter().filter(|item| item.target() == redfish.host() && item.is_bmc()).collect();
     let mut observed = Observed::new();
     if mine.is_empty() {
         return Ok((observed, BTreeMap::new()));
@@ -55,7 +55,7 @@ pub async fn observe_node(
                 info.boot.enabled.as_deref().unwrap_or("Disabled")
             )),
             ApiDesired::BiosAttribute { name, .. } => bios.get(name).map(value_text),
-            ApiDesired::Instance { .. } | ApiDesired::PlacementGroup { .. } => continue,
+            ApiDesired::Instance { .. } | ApiDesired::PlacementGroup { .. } | ApiDesired::Kubernetes(_) => continue,
         };
         observed.insert(item.id(), value);
     }

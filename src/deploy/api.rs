@@ -89,7 +89,7 @@ pub async fn observe(graph: &ResourceGraph, inventory: &Inventory, cluster: &str
     if items.is_empty() {
         return observation;
     }
-    let hosts: BTreeSet<&str> = items.iter().filter(|item| !item.is_cloud()).map(ApiDesired::target).collect();
+    let hosts: BTreeSet<&str> = items.iter().filter(|item| item.is_bmc()).map(ApiDesired::target).collect();
     let items_ref = &items;
     let results: Vec<(String, Result<NodeReport, String>)> = futures::stream::iter(hosts)
         .map(|host| async move {
@@ -272,7 +272,7 @@ pub async fn apply(
         let Some(change) = by_id.get(item.id().as_str()) else { continue };
         if item.is_cloud() {
             cloud_work.push((index, item, change));
-        } else {
+        } else if item.is_bmc() {
             work.entry(item.target().to_owned()).or_default().push((index, item, change));
         }
     }
@@ -370,7 +370,7 @@ async fn apply_bmc(
                 redfish.boot_once(&system, *target).await.map(|_| ()).map_err(|error| error.to_string())
             }
             ApiDesired::Power { state, .. } => power(&redfish, &system, *state, change).await,
-            ApiDesired::Instance { .. } | ApiDesired::PlacementGroup { .. } => Ok(()),
+            ApiDesired::Instance { .. } | ApiDesired::PlacementGroup { .. } | ApiDesired::Kubernetes(_) => Ok(()),
         };
         match result {
             Ok(()) => out.push(outcome(*index, item, Outcome::Changed, started)),

@@ -2,6 +2,7 @@
 
 mod cloud;
 mod deploy;
+mod kubernetes;
 mod lab;
 mod lab_e2e;
 mod lab_reboot;
