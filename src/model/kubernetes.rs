@@ -257,22 +257,17 @@ fn flavors(model: &Model) -> Vec<Flavor> {
             u64::from(cpu.sockets) * u64::from(cpu.cores_per_socket) * u64::from(cpu.threads_per_core) * count
         });
         let memory = schema.memory_gib.map(|gib| u64::from(gib) * 1024 * count);
-        let position = flavors.iter().position(|flavor| flavor.name == gpu.name);
-        let flavor = match position {
-            Some(position) => &mut flavors[position],
-            None => {
-                flavors.push(Flavor {
-                    name: gpu.name.to_owned(),
-                    gpu,
-                    nodes: Vec::new(),
-                    gpus: 0,
-                    cpus: Some(0),
-                    memory_mib: Some(0),
-                });
-                let last = flavors.len() - 1;
-                &mut flavors[last]
-            }
-        };
+        if !flavors.iter().any(|flavor| flavor.name == gpu.name) {
+            flavors.push(Flavor {
+                name: gpu.name.to_owned(),
+                gpu,
+                nodes: Vec::new(),
+                gpus: 0,
+                cpus: Some(0),
+                memory_mib: Some(0),
+            });
+        }
+        let Some(flavor) = flavors.iter_mut().find(|flavor| flavor.name == gpu.name) else { continue };
         flavor.nodes.extend(group.nodes.clone());
         flavor.gpus += u64::from(group.gpus_per_node) * count;
         flavor.cpus = flavor.cpus.zip(cpus).map(|(a, b)| a + b);

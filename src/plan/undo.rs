@@ -111,14 +111,15 @@ impl Undo {
     pub fn reason(undo: Option<&Self>) -> &'static str {
         match undo {
             None => "left in place: no undo",
-            Some(Self::DeleteFile { .. }) => "no longer in the blueprint: delete",
+            Some(Self::DeleteFile { .. } | Self::KubeObject { delete: true, .. }) => {
+                "no longer in the blueprint: delete"
+            }
             Some(Self::DeleteDirectory { .. }) => "no longer in the blueprint: delete if empty",
             Some(Self::StopService { .. }) => "no longer in the blueprint: stop and disable",
             Some(Self::Run { argv }) if argv.is_empty() => "no longer in the blueprint: nothing to undo",
             Some(Self::Run { .. }) => "no longer in the blueprint: run its undo",
             Some(Self::KeepPackage { .. }) => "left in place: packages are not pruned",
             Some(Self::Api) => "no longer in the blueprint",
-            Some(Self::KubeObject { delete: true, .. }) => "no longer in the blueprint: delete",
             Some(Self::KubeObject { delete: false, .. }) => {
                 "left in place: a namespace holds its tenant's workloads, a node belongs to its kubelet"
             }

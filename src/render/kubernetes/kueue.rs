@@ -23,7 +23,7 @@ use crate::resource::kube::KubeObject;
 
 /// Namespaces, priority classes, flavors, cluster queues, local queues.
 #[must_use]
-pub fn objects(kube: &KubeModel, topology: Option<ResourceId>) -> Vec<Planned> {
+pub fn objects(kube: &KubeModel, topology: Option<&ResourceId>) -> Vec<Planned> {
     let api = kube.kueue.api_version();
     let mut out = Vec::new();
     let mut namespaces = BTreeMap::new();
@@ -55,7 +55,7 @@ pub fn objects(kube: &KubeModel, topology: Option<ResourceId>) -> Vec<Planned> {
     }
     let mut flavor_ids = Vec::new();
     for flavor in &kube.flavors {
-        let planned = resource_flavor(kube, flavor, topology.clone());
+        let planned = resource_flavor(kube, flavor, topology.cloned());
         flavor_ids.push(planned.id());
         out.push(planned);
     }
@@ -111,12 +111,12 @@ fn covered(kube: &KubeModel) -> Vec<String> {
 }
 
 /// One resource's quota: nominal and, for a borrowing tenant, what it may borrow.
-fn quota(name: &str, nominal: Value, borrowing: Value) -> Value {
+fn quota(name: &str, nominal: &Value, borrowing: &Value) -> Value {
     json!({ "name": name, "nominalQuota": nominal, "borrowingLimit": borrowing })
 }
 
 fn memory(mib: u64) -> Value {
-    if mib % 1024 == 0 { json!(format!("{}Gi", mib / 1024)) } else { json!(format!("{mib}Mi")) }
+    if mib.is_multiple_of(1024) { json!(format!("{}Gi", mib / 1024)) } else { json!(format!("{mib}Mi")) }
 }
 
 fn flavor_quotas(covered: &[String], devices: &[DeviceResource], flavor: &Flavor, share: &FlavorQuota) -> Value {
@@ -126,15 +126,15 @@ fn flavor_quotas(covered: &[String], devices: &[DeviceResource], flavor: &Flavor
         match name.as_str() {
             "cpu" => {
                 let (total, own) = (flavor.cpus.unwrap_or(0), share.cpus.unwrap_or(0));
-                resources.push(quota("cpu", json!(own), json!(lent(total, own))));
+                resources.push(quota("cpu", &json!(own), &json!(lent(total, own))));
             }
             "memory" => {
                 let (total, own) = (flavor.memory_mib.unwrap_or(0), share.memory_mib.unwrap_or(0));
-                resources.push(quota("memory", memory(own), memory(lent(total, own))));
+                resources.push(quota("memory", &memory(own), &memory(lent(total, own))));
             }
             _ => {
                 let per_gpu = devices.iter().find(|device| &device.name == name).map_or(1, |device| device.per_gpu);
-                resources.push(quota(name, json!(share.gpus * per_gpu), json!(share.borrow_gpus * per_gpu)));
+                resources.push(quota(name, &json!(share.gpus * per_gpu), &json!(share.borrow_gpus * per_gpu)));
             }
         }
     }

@@ -6,13 +6,21 @@
 //! resources holding [`KubeObject`]s, applied with server-side apply in dependency
 //! order (Node labels before the `Topology` that levels on them, flavors before the
 //! queues that use them, a namespace before its LocalQueue). One file per concern:
-//! [`kueue`], [`topology`].
+//! [`kueue`], [`topology`], [`gpu_operator`], [`network_operator`], [`helm`].
+//!
+//! The operators' charts are installed from the control host (the first controller
+//! node) with `helm upgrade --install`, their values files written there first;
+//! without a controller node only the objects are planned.
 
+pub mod gpu_operator;
+pub mod helm;
 pub mod kueue;
+pub mod network_operator;
 pub mod topology;
 
 use serde_json::{Map, Value, json};
 
+use crate::blueprint::schema::Role;
 use crate::model::Model;
 use crate::model::kubernetes::{self, KubeModel};
 use crate::resource::api::{ApiDesired, KUBERNETES_TARGET};
@@ -60,7 +68,11 @@ pub fn metadata(name: &str, namespace: Option<&str>) -> Value {
 #[must_use]
 pub fn objects(model: &Model) -> Vec<Planned> {
     let Some(kube) = kubernetes::expand(model) else { return Vec::new() };
-    objects_of(&kube)
+    let mut out = objects_of(&kube);
+    if let Some(settings) = &kube.settings.network_operator {
+        out.extend(network_operator::objects(model, &kube, settings));
+    }
+    out
 }
 
 /// The objects of an expanded Kubernetes view.
@@ -68,14 +80,15 @@ pub fn objects(model: &Model) -> Vec<Planned> {
 pub fn objects_of(kube: &KubeModel) -> Vec<Planned> {
     let mut out = topology::objects(kube);
     let topology = out.iter().find(|planned| planned.object.kind == "Topology").map(Planned::id);
-    out.extend(kueue::objects(kube, topology));
+    out.extend(kueue::objects(kube, topology.as_ref()));
     out
 }
 
-/// The objects as graph resources on the `kubernetes` target.
+/// The objects as graph resources on the `kubernetes` target, then the operator
+/// charts' values files and installs on the control host.
 #[must_use]
 pub fn resources(model: &Model) -> Vec<Resource> {
-    objects(model)
+    let mut out: Vec<Resource> = objects(model)
         .into_iter()
         .map(|planned| {
             let target = Target { name: KUBERNETES_TARGET.to_owned(), kind: TargetKind::Node };
@@ -83,7 +96,48 @@ pub fn resources(model: &Model) -> Vec<Resource> {
             let name = item.name();
             Resource::new(target, &name, Desired::Api(Box::new(item))).after(planned.after)
         })
-        .collect()
+        .collect();
+    if let Some(kube) = kubernetes::expand(model)
+        && let Some(host) = model.first_with(Role::Controller)
+    {
+        let host = Target { name: host.name.clone(), kind: TargetKind::Node };
+        for (chart, values) in charts(model, &kube) {
+            out.extend(helm::resources(&host, &chart, &values));
+        }
+    }
+    out
+}
+
+/// The charts toolkit installs, with their values: the GPU Operator, and the
+/// Network Operator when the blueprint has one.
+#[must_use]
+pub fn charts<'a>(model: &Model, kube: &'a KubeModel) -> Vec<(helm::Chart<'a>, Value)> {
+    let operator = &kube.settings.gpu_operator;
+    let mut charts = vec![(
+        helm::Chart {
+            release: "gpu-operator",
+            chart: "gpu-operator",
+            repository: gpu_operator::REPOSITORY,
+            version: &operator.version,
+            namespace: &operator.namespace,
+            title: "NVIDIA GPU Operator",
+        },
+        gpu_operator::values(model, kube),
+    )];
+    if let Some(network) = &kube.settings.network_operator {
+        charts.push((
+            helm::Chart {
+                release: "network-operator",
+                chart: "network-operator",
+                repository: network_operator::REPOSITORY,
+                version: &network.version,
+                namespace: &network.namespace,
+                title: "NVIDIA Network Operator",
+            },
+            network_operator::values(network),
+        ));
+    }
+    charts
 }
 
 #[cfg(test)]

@@ -10,19 +10,23 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::blueprint::load::load_text;
+use crate::model::Model;
 use crate::model::kubernetes::KubeModel;
 use crate::resource::kube::{dns1123_label_error, dns1123_subdomain_error, label_value_error};
 
 const EXAMPLE: &str = include_str!("../../../blueprints/h100-kubernetes.yaml");
 
+/// The CRD fixture of a custom kind, under tests/fixtures/kubernetes/.
 fn crd_file(kind: &str) -> &'static str {
     match kind {
-        "ClusterQueue" => "kueue.x-k8s.io_clusterqueues.yaml",
-        "LocalQueue" => "kueue.x-k8s.io_localqueues.yaml",
-        "ResourceFlavor" => "kueue.x-k8s.io_resourceflavors.yaml",
-        "Topology" => "kueue.x-k8s.io_topologies.yaml",
-        "WorkloadPriorityClass" => "kueue.x-k8s.io_workloadpriorityclasses.yaml",
-        "Cohort" => "kueue.x-k8s.io_cohorts.yaml",
+        "ClusterQueue" => "kueue-crds/kueue.x-k8s.io_clusterqueues.yaml",
+        "LocalQueue" => "kueue-crds/kueue.x-k8s.io_localqueues.yaml",
+        "ResourceFlavor" => "kueue-crds/kueue.x-k8s.io_resourceflavors.yaml",
+        "Topology" => "kueue-crds/kueue.x-k8s.io_topologies.yaml",
+        "WorkloadPriorityClass" => "kueue-crds/kueue.x-k8s.io_workloadpriorityclasses.yaml",
+        "Cohort" => "kueue-crds/kueue.x-k8s.io_cohorts.yaml",
+        "NicClusterPolicy" => "network-operator-crds/mellanox.com_nicclusterpolicies.yaml",
+        "SriovNetworkNodePolicy" => "network-operator-crds/sriovnetwork.openshift.io_sriovnetworknodepolicies.yaml",
         other => panic!("no CRD for `{other}`"),
     }
 }
@@ -43,7 +47,7 @@ fn strict(schema: &mut Value) {
 }
 
 fn schema(kind: &str, version: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubernetes/kueue-crds").join(crd_file(kind));
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubernetes").join(crd_file(kind));
     let text = std::fs::read_to_string(&path).expect("CRD fixture");
     let crd: Value = serde_norway::from_str(&text).expect("CRD YAML");
     let versions = crd["spec"]["versions"].as_array().expect("versions");
@@ -53,7 +57,7 @@ fn schema(kind: &str, version: &str) -> Value {
     schema
 }
 
-/// Schema errors of one Kueue object, as `path: message` lines.
+/// Schema errors of one custom object, as `path: message` lines.
 fn schema_errors(object: &KubeObject) -> Vec<String> {
     let version = object.api_version.rsplit('/').next().unwrap_or_default();
     let schema = schema(&object.kind, version);
@@ -95,12 +99,11 @@ fn cel_errors(object: &KubeObject) -> Vec<String> {
                 errors.push("reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never".to_owned());
             }
         }
-        "ResourceFlavor" => {
+        "ResourceFlavor"
             if spec.get("topologyName").is_some()
-                && spec["nodeLabels"].as_object().is_none_or(serde_json::Map::is_empty)
-            {
-                errors.push("at least one nodeLabel is required when topology is set".to_owned());
-            }
+                && spec["nodeLabels"].as_object().is_none_or(serde_json::Map::is_empty) =>
+        {
+            errors.push("at least one nodeLabel is required when topology is set".to_owned());
         }
         "Topology" => {
             let levels: Vec<&str> = spec["levels"]
@@ -136,12 +139,15 @@ fn name_errors(object: &KubeObject) -> Vec<String> {
     errors
 }
 
-fn kube_model(text: &str) -> KubeModel {
+fn model_of(text: &str) -> Model {
     let loaded = load_text(Path::new("bp.yaml"), text.to_owned()).expect("loads");
     let diagnostics = crate::blueprint::check::check(&loaded, None);
     assert!(!diagnostics.has_errors(), "{diagnostics:?}");
-    let model = crate::model::expand(&loaded.blueprint).expect("expands");
-    crate::model::kubernetes::expand(&model).expect("a Kubernetes blueprint")
+    crate::model::expand(&loaded.blueprint).expect("expands")
+}
+
+fn kube_model(text: &str) -> KubeModel {
+    crate::model::kubernetes::expand(&model_of(text)).expect("a Kubernetes blueprint")
 }
 
 /// Every Kueue object of `kube` is valid; returns all objects.
@@ -150,7 +156,7 @@ fn assert_valid(kube: &KubeModel) -> Vec<Planned> {
     for planned in &objects {
         let object = &planned.object;
         let mut errors = name_errors(object);
-        if object.group() == "kueue.x-k8s.io" {
+        if !object.group().is_empty() {
             errors.extend(schema_errors(object));
             errors.extend(cel_errors(object));
         }
@@ -264,4 +270,71 @@ fn the_validator_catches_what_the_api_server_would_reject_or_prune() {
     topology.body["spec"]["levels"] =
         json!([{ "nodeLabel": "kubernetes.io/hostname" }, { "nodeLabel": "toolkit.io/su" }]);
     assert_eq!(cel_errors(&topology), ["the kubernetes.io/hostname label can only be used at the lowest level"]);
+}
+
+/// The values files and custom objects of the operators, as a golden file: what
+/// `toolkit plan --out` writes and a GitOps user takes.
+fn operator_snapshot(model: &Model) -> String {
+    let kube = crate::model::kubernetes::expand(model).expect("Kubernetes");
+    let mut text = String::new();
+    for (chart, values) in charts(model, &kube) {
+        text.push_str(&helm::values_text(&chart, &values));
+        text.push_str("---\n");
+    }
+    if let Some(settings) = &kube.settings.network_operator {
+        for planned in network_operator::objects(model, &kube, settings) {
+            let mut errors = schema_errors(&planned.object);
+            errors.extend(name_errors(&planned.object));
+            assert!(errors.is_empty(), "{}: {errors:?}", planned.object.display());
+            text.push_str(&planned.object.yaml());
+            text.push_str("---\n");
+        }
+    }
+    text
+}
+
+#[test]
+fn operator_values_follow_the_software_section() {
+    insta::assert_snapshot!("example_operators", operator_snapshot(&model_of(EXAMPLE)));
+    // No host software section: the operator builds the driver.
+    let operator_driver = edited(&[
+        (
+            "gpu_operator: { version: v25.10.0, namespace: gpu-operator }",
+            "gpu_operator: { version: v25.10.0, driver_version: 570.195.03, kernel_modules: proprietary }",
+        ),
+        ("gpu_sharing: { mode: none }", "gpu_sharing: { mode: shard, per_gpu: 4 }"),
+        ("rdma: shared }", "rdma: sriov, vfs_per_nic: 4 }"),
+    ]);
+    let operator_driver = operator_driver.split("# The host stack").next().expect("text").to_owned();
+    insta::assert_snapshot!("operator_driver_time_slicing_sriov", operator_snapshot(&model_of(&operator_driver)));
+    let mig = edited(&[(
+        "gpu_sharing: { mode: none }",
+        "gpu_sharing: { mode: mig, mig_profiles: [3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb] }",
+    )]);
+    insta::assert_snapshot!("mig_mixed", operator_snapshot(&model_of(&mig)));
+}
+
+#[test]
+fn charts_install_from_the_control_host_after_their_values() {
+    let resources = resources(&model_of(EXAMPLE));
+    let on_ctl: Vec<(&str, Vec<&str>)> = resources
+        .iter()
+        .filter(|r| r.target.name == "ctl01")
+        .map(|r| (r.id.as_str(), r.depends_on.iter().map(ResourceId::as_str).collect()))
+        .collect();
+    assert_eq!(
+        on_ctl,
+        [
+            ("ctl01:file:/etc/toolkit/helm/gpu-operator.yaml", vec![]),
+            ("ctl01:command:helm-gpu-operator", vec!["ctl01:file:/etc/toolkit/helm/gpu-operator.yaml"]),
+            ("ctl01:file:/etc/toolkit/helm/network-operator.yaml", vec![]),
+            ("ctl01:command:helm-network-operator", vec!["ctl01:file:/etc/toolkit/helm/network-operator.yaml"]),
+        ]
+    );
+    let install = resources.iter().find(|r| r.id.as_str() == "ctl01:command:helm-gpu-operator").expect("install");
+    let Desired::Command { argv, creates, .. } = &install.desired else { panic!("a command") };
+    // Blueprint values are positional parameters, never part of the script.
+    assert!(!argv[2].contains("v25.10.0") && !argv[2].contains("gpu-operator "), "{}", argv[2]);
+    assert_eq!(&argv[3..6], ["helm", "gpu-operator", "gpu-operator"]);
+    assert!(creates.as_deref().is_some_and(|marker| argv[2].ends_with(marker)));
 }
