@@ -14,6 +14,7 @@ mod cloud;
 mod fabric;
 mod hardware;
 mod inventory;
+mod kubernetes;
 mod network;
 mod nodes;
 mod scheduler;
@@ -53,6 +54,7 @@ pub fn check(loaded: &LoadedBlueprint, inventory: Option<&LoadedInventory>) -> D
     storage::check(loaded, &facts, &mut out);
     scheduler::check(loaded, &facts, &mut out);
     tenants::check(loaded, &mut out);
+    kubernetes::check(loaded, &mut out);
     acceptance::check(loaded, &mut out);
     hardware::check(loaded, &mut out);
     software::check(loaded, &mut out);
