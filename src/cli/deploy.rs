@@ -104,6 +104,15 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             return Ok(Status::Error);
         }
     };
+    // Kubernetes objects are rendered and planned, but no client applies them yet:
+    // say so rather than let the deploy look complete.
+    let kubernetes_objects =
+        crate::deploy::api::items(&compiled.graph).iter().filter(|(_, item)| item.kubernetes().is_some()).count();
+    if kubernetes_objects > 0 {
+        eprintln!(
+            "warning: {kubernetes_objects} Kubernetes objects are planned but not applied: toolkit has no Kubernetes API client yet (see `toolkit plan --offline`)"
+        );
+    }
     let pool = live::pool(inventory, &args.apply.ssh)?;
     let state_path = live::state_path(args.apply.state.as_ref(), &inputs);
     let plan_inputs = live::plan_inputs(&inputs, &compiled);
