@@ -335,7 +335,9 @@ impl deploy::ops::Review for Prompt<'_> {
             .changes
             .iter()
             .filter(|change| change.action != Action::NoOp)
-            .filter(|change| deploy::api::is_api_kind(&change.kind))
+            .filter(|change| {
+                deploy::api::is_api_kind(&change.kind) && change.kind != crate::resource::api::KUBERNETES_KIND
+            })
             .count();
         if api_pending > 0 {
             eprintln!(

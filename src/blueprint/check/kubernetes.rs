@@ -3,10 +3,10 @@
 //! sharing (MIG profiles that exist on each GPU model).
 
 use crate::blueprint::LoadedBlueprint;
+use crate::blueprint::kueue::{KUEUE_TOPOLOGY_SINCE, parse_kueue_version};
 use crate::blueprint::schema::{GpuSharingMode, Kubernetes, KubernetesMode, SchedulerKind};
 use crate::diagnostic::{Diagnostic, Diagnostics};
 use crate::model::gpu::{self, GpuModel};
-use crate::model::kubernetes::{KUEUE_TOPOLOGY_SINCE, parse_kueue_version};
 use crate::resource::kube::{dns1123_label_error, dns1123_subdomain_error};
 
 const BASE: &str = "scheduler.kubernetes";
