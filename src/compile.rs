@@ -67,6 +67,7 @@ pub fn compile(
             resource
         }));
     }
+    all.extend(render::kubernetes::resources(&model));
     let graph = graph::build(all)?;
     Ok(Compiled { model, graph, firmware: api.firmware })
 }

@@ -6,6 +6,7 @@
 //! [`api`] holds the data of API objects, so the core needs no HTTP client module.
 
 pub mod api;
+pub mod kube;
 
 use std::fmt::{self, Write as _};
 use std::sync::Arc;

@@ -133,7 +133,7 @@ pub async fn undo_step<E: Executor>(executor: &E, undo: &Undo, force: bool, back
             output.into_success(executor.host(), &argv)?;
             Ok(Step::Changed)
         }
-        Undo::KeepPackage { .. } | Undo::Api => Ok(Step::Unchanged),
+        Undo::KeepPackage { .. } | Undo::Api | Undo::KubeObject { .. } => Ok(Step::Unchanged),
     }
 }
 

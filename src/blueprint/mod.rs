@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod duration;
+pub mod kueue;
 pub mod load;
 pub mod schema;
 

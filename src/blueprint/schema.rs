@@ -888,17 +888,152 @@ pub enum PreemptMode {
     Suspend,
 }
 
-/// Kubernetes settings.
+/// Kubernetes settings: the cluster's mode, Kueue for tenant quotas, and the NVIDIA
+/// GPU and Network Operators for the GPU platform layer.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Kubernetes {
-    /// Kueue version (decides `v1beta1` vs `v1beta2`).
+    /// `existing`: a managed or already-installed cluster (toolkit adds the GPU
+    /// platform layer and the quotas); `kubeadm`: bare metal that toolkit bootstraps.
+    #[serde(default)]
+    pub mode: KubernetesMode,
+    /// Kubernetes release the objects are written for (`1.33`): the schemas they are
+    /// checked against, and kubeadm's `kubernetesVersion`.
+    #[serde(default = "default_kubernetes_version")]
+    pub version: String,
+    /// Kueue version (decides `v1beta1` before 0.15, `v1beta2` from 0.15 on).
     #[serde(default = "default_kueue_version")]
     pub kueue_version: String,
+    /// Cohort every tenant's ClusterQueue joins (lends and borrows in); defaults to the
+    /// cluster name.
+    #[serde(default)]
+    pub cohort: Option<String>,
+    /// Topology-aware scheduling: a Kueue `Topology` built from the fabric (superpod,
+    /// scalable unit, host), referenced by every GPU ResourceFlavor (Kueue 0.14+).
+    #[serde(default = "yes")]
+    pub topology_aware: bool,
+    /// GPU sharing through the GPU Operator: `shard` is time-slicing, `mps` CUDA MPS,
+    /// `mig` MIG partitions.
+    #[serde(default)]
+    pub gpu_sharing: GpuSharing,
+    /// The NVIDIA GPU Operator's chart, namespace and driver.
+    #[serde(default)]
+    pub gpu_operator: GpuOperator,
+    /// The NVIDIA Network Operator (RDMA devices for the rails); none without rails.
+    #[serde(default)]
+    pub network_operator: Option<NetworkOperator>,
+    /// Bare-metal bootstrap settings (mode `kubeadm`).
+    #[serde(default)]
+    pub kubeadm: Option<Kubeadm>,
+}
+
+fn default_kubernetes_version() -> String {
+    "1.33".to_owned()
 }
 
 fn default_kueue_version() -> String {
     "0.15.0".to_owned()
+}
+
+/// How toolkit finds the Kubernetes cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum KubernetesMode {
+    /// A cluster that already runs (managed, or installed by other means).
+    #[default]
+    Existing,
+    /// Bare metal: toolkit writes containerd and kubeadm configurations and joins the nodes.
+    Kubeadm,
+}
+
+/// The NVIDIA GPU Operator chart toolkit installs (or renders values for).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GpuOperator {
+    /// Chart version (`v25.10.0`).
+    #[serde(default = "default_gpu_operator_version")]
+    pub version: String,
+    /// Namespace the operator runs in.
+    #[serde(default = "default_gpu_operator_namespace")]
+    pub namespace: String,
+    /// Driver container tag when the operator builds the driver (no
+    /// `software.gpu_driver`); the chart's default when absent.
+    #[serde(default)]
+    pub driver_version: Option<String>,
+    /// Kernel modules of the operator's driver: `open` or `proprietary`.
+    #[serde(default)]
+    pub kernel_modules: KernelModules,
+}
+
+impl Default for GpuOperator {
+    fn default() -> Self {
+        Self {
+            version: default_gpu_operator_version(),
+            namespace: default_gpu_operator_namespace(),
+            driver_version: None,
+            kernel_modules: KernelModules::default(),
+        }
+    }
+}
+
+fn default_gpu_operator_version() -> String {
+    "v25.10.0".to_owned()
+}
+
+fn default_gpu_operator_namespace() -> String {
+    "gpu-operator".to_owned()
+}
+
+/// The NVIDIA Network Operator.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkOperator {
+    /// Chart version (`25.7.0`).
+    pub version: String,
+    /// Namespace the operator runs in.
+    #[serde(default = "default_network_operator_namespace")]
+    pub namespace: String,
+    /// How pods get the rail NICs: `shared` (RDMA shared device plugin, one resource
+    /// per rail) or `sriov` (one virtual function per pod and rail).
+    #[serde(default)]
+    pub rdma: RdmaMode,
+    /// Virtual functions per rail NIC (`sriov` only).
+    #[serde(default)]
+    pub vfs_per_nic: Option<u32>,
+}
+
+fn default_network_operator_namespace() -> String {
+    "nvidia-network-operator".to_owned()
+}
+
+/// How pods reach the rail NICs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RdmaMode {
+    /// RDMA shared device plugin: every pod on a node shares the rail HCAs.
+    #[default]
+    Shared,
+    /// SR-IOV: one virtual function per pod and rail.
+    Sriov,
+}
+
+/// kubeadm bootstrap settings.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Kubeadm {
+    /// Pod network (the CNI's CIDR), e.g. `10.244.0.0/16`.
+    pub pod_subnet: String,
+    /// Service network.
+    #[serde(default = "default_service_subnet")]
+    pub service_subnet: String,
+    /// API server endpoint `host:port` (a load balancer or VIP for several control
+    /// planes); defaults to the first controller's management address, port 6443.
+    #[serde(default)]
+    pub api_endpoint: Option<String>,
+}
+
+fn default_service_subnet() -> String {
+    "10.96.0.0/12".to_owned()
 }
 
 /// A tenant: a team with a guaranteed share that may borrow idle GPUs.

@@ -56,7 +56,7 @@ pub struct NodeFacts {
 /// See [`BmcError`].
 pub async fn observe_node_facts(redfish: &Redfish, desired: &[ApiDesired]) -> Result<NodeFacts, BmcError> {
     let mine: Vec<&ApiDesired> =
-        desired.iter().filter(|item| item.target() == redfish.host() && !item.is_cloud()).collect();
+        desired.iter().filter(|item| item.target() == redfish.host() && item.is_bmc()).collect();
     let mut facts = NodeFacts::default();
     if mine.is_empty() {
         return Ok(facts);
@@ -76,7 +76,7 @@ pub async fn observe_node_facts(redfish: &Redfish, desired: &[ApiDesired]) -> Re
                 facts.bios.as_ref().and_then(|bios| bios.current.get(name)).map(value_text)
             }
             ApiDesired::Firmware { component, .. } => info.firmware.get(component).cloned(),
-            ApiDesired::Instance { .. } | ApiDesired::PlacementGroup { .. } => continue,
+            ApiDesired::Instance { .. } | ApiDesired::PlacementGroup { .. } | ApiDesired::Kubernetes(_) => continue,
         };
         facts.observed.insert(item.id(), value);
     }

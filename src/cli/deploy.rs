@@ -112,6 +112,15 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             return Ok(Status::Error);
         }
     };
+    // Kubernetes objects are rendered and planned, but no client applies them yet:
+    // say so rather than let the deploy look complete.
+    let kubernetes_objects =
+        crate::deploy::api::items(&compiled.graph).iter().filter(|(_, item)| item.kubernetes().is_some()).count();
+    if kubernetes_objects > 0 {
+        eprintln!(
+            "warning: {kubernetes_objects} Kubernetes objects are planned but not applied: toolkit has no Kubernetes API client yet (see `toolkit plan --offline`)"
+        );
+    }
     let pool = live::pool(inventory, &args.apply.ssh)?;
     let state_path = live::state_path(args.apply.state.as_ref(), &inputs);
     let plan_inputs = live::plan_inputs(&inputs, &compiled);
@@ -361,7 +370,11 @@ impl deploy::ops::Review for Prompt<'_> {
             .changes
             .iter()
             .filter(|change| change.action != Action::NoOp)
-            .filter(|change| deploy::api::is_api_kind(&change.kind) && !deploy::firmware::in_rollout_wave(change))
+            .filter(|change| {
+                deploy::api::is_api_kind(&change.kind)
+                    && change.kind != crate::resource::api::KUBERNETES_KIND
+                    && !deploy::firmware::in_rollout_wave(change)
+            })
             .count();
         if api_pending > 0 {
             eprintln!(

@@ -111,7 +111,7 @@ pub async fn observe(graph: &ResourceGraph, inventory: &Inventory, cluster: &str
     if items.is_empty() {
         return observation;
     }
-    let hosts: BTreeSet<&str> = items.iter().filter(|item| !item.is_cloud()).map(ApiDesired::target).collect();
+    let hosts: BTreeSet<&str> = items.iter().filter(|item| item.is_bmc()).map(ApiDesired::target).collect();
     let items_ref = &items;
     let results: Vec<(String, Result<NodeFacts, String>)> = futures::stream::iter(hosts)
         .map(|host| async move {
@@ -333,7 +333,7 @@ pub async fn apply(
         let Some(change) = by_id.get(item.id().as_str()) else { continue };
         if item.is_cloud() {
             cloud_work.push((index, item, change));
-        } else {
+        } else if item.is_bmc() {
             work.entry(item.target().to_owned()).or_default().push((index, item, change));
         }
     }
@@ -455,9 +455,10 @@ async fn apply_bmc(
         let result = match item {
             ApiDesired::Firmware { .. } => firmware::apply(&redfish, &system, &[*item]).await,
             // Written above, with the other BIOS values.
-            ApiDesired::BiosAttribute { .. } | ApiDesired::Instance { .. } | ApiDesired::PlacementGroup { .. } => {
-                Ok(())
-            }
+            ApiDesired::BiosAttribute { .. }
+            | ApiDesired::Instance { .. }
+            | ApiDesired::PlacementGroup { .. }
+            | ApiDesired::Kubernetes(_) => Ok(()),
             ApiDesired::BootOverride { target, .. } => {
                 redfish.boot_once(&system, *target).await.map(|_| ()).map_err(|error| error.to_string())
             }

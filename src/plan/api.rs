@@ -28,10 +28,20 @@ pub fn diff(desired: &[ApiDesired], observed: &Observed) -> Vec<Change> {
                 (ApiDesired::Instance { .. }, Some(have), Some(want)) if have != want => {
                     (Action::Update, "replace: type or image changed".to_owned())
                 }
+                (ApiDesired::Kubernetes(_), None, Some(_)) if known => (Action::Create, "absent".to_owned()),
+                (ApiDesired::Kubernetes(_), Some(have), Some(want)) if have != want => {
+                    (Action::Update, "live fields differ".to_owned())
+                }
                 (_, None, Some(_)) if !known => (Action::Update, "not observed".to_owned()),
                 (_, None, Some(_)) => (Action::Update, "not reported by the BMC".to_owned()),
                 (_, Some(have), Some(want)) if have != want => (Action::Update, format!("{have} → {want}")),
                 _ => (Action::NoOp, "as desired".to_owned()),
+            };
+            let diff = match (item.kubernetes(), &before, &after) {
+                (Some(object), Some(have), Some(want)) if have != want => {
+                    Some(super::diff::unified_diff(&format!("/{}", object.display()), have, want))
+                }
+                _ => None,
             };
             Change {
                 id: id.into(),
@@ -42,7 +52,7 @@ pub fn diff(desired: &[ApiDesired], observed: &Observed) -> Vec<Change> {
                 reason: reason.into(),
                 before: before.map(Text::from),
                 after: after.map(Text::from),
-                diff: None,
+                diff,
                 secret: false,
                 disruption: crate::resource::Disruption::None,
                 values: Vec::new(),

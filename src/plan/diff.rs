@@ -82,6 +82,13 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
         }
         let mut file_diff = None;
         let mut secret = false;
+        if let Desired::Api(item) = &resource.desired
+            && let Some(object) = item.kubernetes()
+            && action == Action::Update
+            && let Some(recorded) = recorded
+        {
+            file_diff = Some(unified_diff(&format!("/{}", object.display()), &recorded.fingerprint, &after));
+        }
         if let Desired::File { path, content, secret: is_secret, .. } = &resource.desired {
             secret = *is_secret;
             if matches!(action, Action::Create | Action::Update) {
@@ -197,7 +204,8 @@ fn split_id(id: &str) -> (&str, &str) {
     (target, parts.next().unwrap_or_default())
 }
 
-fn unified_diff(path: &str, old: &str, new: &str) -> String {
+/// A unified diff of two texts, headed `a{path}` / `b{path}`.
+pub(crate) fn unified_diff(path: &str, old: &str, new: &str) -> String {
     TextDiff::from_lines(old, new)
         .unified_diff()
         .context_radius(3)

@@ -48,7 +48,7 @@ pub fn removals(state: &State, desired: &HashSet<&str, RandomState>, api: bool) 
         .resources
         .iter()
         .filter(|(id, _)| !desired.contains(id.as_str()))
-        .filter(|(id, recorded)| api || undo_of(id, recorded) != Some(Undo::Api))
+        .filter(|(id, recorded)| api || !undo_of(id, recorded).is_some_and(|undo| undo.is_api()))
         .collect();
     // Stable: equal orders (records from before orders were kept) stay by id.
     gone.sort_by_key(|(_, recorded)| std::cmp::Reverse(recorded.order));

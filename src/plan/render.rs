@@ -29,6 +29,11 @@ fn detail(change: &Change) -> Option<Cow<'_, str>> {
     if !change.values.is_empty() {
         return Some(Cow::Owned(values_text(&change.values)));
     }
+    if change.kind == crate::resource::api::KUBERNETES_KIND {
+        // An object shows as the YAML it applies (or had, when it goes); an update
+        // carries a diff.
+        return change.after.as_deref().or(change.before.as_deref()).map(Cow::Borrowed);
+    }
     crate::resource::api::is_api_kind(&change.kind).then(|| {
         let show = |value: &Option<Text>| value.as_deref().unwrap_or("(absent)").to_owned();
         Cow::Owned(format!("{} → {}", show(&change.before), show(&change.after)))

@@ -44,6 +44,15 @@ pub enum Undo {
     /// An object behind an API (power, BIOS, instance): the API stage and
     /// `toolkit destroy` deal with it, not the SSH stage.
     Api,
+    /// A Kubernetes object, undone by the API stage: deleted at its REST `path`, or
+    /// (a namespace, which holds its tenant's workloads; a node, which belongs to its
+    /// kubelet) left in place.
+    KubeObject {
+        /// REST path of the object.
+        path: String,
+        /// Delete it (else it is left in place).
+        delete: bool,
+    },
 }
 
 impl Undo {
@@ -56,7 +65,12 @@ impl Undo {
             Desired::Service { name, .. } => Self::StopService { unit: name.clone() },
             Desired::Package { name } => Self::KeepPackage { name: name.clone() },
             Desired::Command { undo, .. } => Self::Run { argv: undo.clone()? },
-            Desired::Api(_) => Self::Api,
+            Desired::Api(item) => match item.kubernetes() {
+                Some(object) => {
+                    Self::KubeObject { path: object.path(), delete: !object.shared && object.kind != "Namespace" }
+                }
+                None => Self::Api,
+            },
         })
     }
 
@@ -76,13 +90,19 @@ impl Undo {
         }
     }
 
+    /// Whether the API stage undoes it (never the SSH stage).
+    #[must_use]
+    pub fn is_api(&self) -> bool {
+        matches!(self, Self::Api | Self::KubeObject { .. })
+    }
+
     /// Whether applying the removal runs something on the host.
     #[must_use]
     pub fn acts(&self) -> bool {
         match self {
             Self::DeleteFile { .. } | Self::DeleteDirectory { .. } | Self::StopService { .. } => true,
             Self::Run { argv } => !argv.is_empty(),
-            Self::KeepPackage { .. } | Self::Api => false,
+            Self::KeepPackage { .. } | Self::Api | Self::KubeObject { .. } => false,
         }
     }
 
@@ -91,13 +111,18 @@ impl Undo {
     pub fn reason(undo: Option<&Self>) -> &'static str {
         match undo {
             None => "left in place: no undo",
-            Some(Self::DeleteFile { .. }) => "no longer in the blueprint: delete",
+            Some(Self::DeleteFile { .. } | Self::KubeObject { delete: true, .. }) => {
+                "no longer in the blueprint: delete"
+            }
             Some(Self::DeleteDirectory { .. }) => "no longer in the blueprint: delete if empty",
             Some(Self::StopService { .. }) => "no longer in the blueprint: stop and disable",
             Some(Self::Run { argv }) if argv.is_empty() => "no longer in the blueprint: nothing to undo",
             Some(Self::Run { .. }) => "no longer in the blueprint: run its undo",
             Some(Self::KeepPackage { .. }) => "left in place: packages are not pruned",
             Some(Self::Api) => "no longer in the blueprint",
+            Some(Self::KubeObject { delete: false, .. }) => {
+                "left in place: a namespace holds its tenant's workloads, a node belongs to its kubelet"
+            }
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod api;
 pub mod common;
 pub mod gpu_stack;
 pub mod host;
+pub mod kubernetes;
 pub mod links;
 pub mod lldp;
 pub mod monitoring;

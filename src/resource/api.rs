@@ -1,5 +1,5 @@
 //! The desired state of API objects: a BMC's power state, boot override and BIOS
-//! attributes, and cloud instances and placement groups.
+//! attributes, cloud instances and placement groups, and Kubernetes objects.
 //!
 //! Stage: render → graph → plan (core data). Input: what render decides for each
 //! node. Output: [`ApiDesired`] values, carried by [`Desired::Api`](super::Desired::Api),
@@ -13,6 +13,8 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
+
+pub use super::kube::KubeObject;
 
 /// A system's power state as Redfish reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -189,13 +191,22 @@ pub enum ApiDesired {
         /// Group name.
         name: String,
     },
+    /// A Kubernetes object applied with server-side apply
+    /// (`kubernetes:k8s:ClusterQueue/team-a`).
+    Kubernetes(Box<KubeObject>),
 }
 
 /// Whether a plan change of this kind is an API object (see [`ApiDesired::kind`]).
 #[must_use]
 pub fn is_api_kind(kind: &str) -> bool {
-    matches!(kind, "power" | "boot" | "bios" | "firmware" | "instance" | "placement-group")
+    matches!(kind, "power" | "boot" | "bios" | "firmware" | "instance" | "placement-group" | KUBERNETES_KIND)
 }
+
+/// Kind of every Kubernetes object in ids and plans.
+pub const KUBERNETES_KIND: &str = "k8s";
+
+/// Target name of Kubernetes objects: the cluster's API server.
+pub const KUBERNETES_TARGET: &str = "kubernetes";
 
 /// Target name of cluster-wide cloud objects (placement groups).
 pub const CLOUD_TARGET: &str = "cloud";
@@ -223,6 +234,22 @@ impl ApiDesired {
             | Self::Firmware { host, .. } => host,
             Self::Instance { node, .. } => node,
             Self::PlacementGroup { .. } => CLOUD_TARGET,
+            Self::Kubernetes(_) => KUBERNETES_TARGET,
+        }
+    }
+
+    /// Whether it is set on a node's BMC (power, boot override, BIOS).
+    #[must_use]
+    pub fn is_bmc(&self) -> bool {
+        matches!(self, Self::Power { .. } | Self::BootOverride { .. } | Self::BiosAttribute { .. })
+    }
+
+    /// The Kubernetes object, when it is one.
+    #[must_use]
+    pub fn kubernetes(&self) -> Option<&KubeObject> {
+        match self {
+            Self::Kubernetes(object) => Some(object),
+            _ => None,
         }
     }
 
@@ -242,6 +269,7 @@ impl ApiDesired {
             Self::Firmware { .. } => "firmware",
             Self::Instance { .. } => "instance",
             Self::PlacementGroup { .. } => "placement-group",
+            Self::Kubernetes(_) => KUBERNETES_KIND,
         }
     }
 
@@ -254,6 +282,7 @@ impl ApiDesired {
             Self::BiosAttribute { name, .. } | Self::PlacementGroup { name, .. } => name.clone(),
             Self::Firmware { component, .. } => component.clone(),
             Self::Instance { cluster, .. } => cluster.clone(),
+            Self::Kubernetes(object) => object.display(),
         }
     }
 
@@ -275,6 +304,7 @@ impl ApiDesired {
                 present.then(|| format!("{instance_type} {image_id}"))
             }
             Self::PlacementGroup { .. } => Some("cluster".to_owned()),
+            Self::Kubernetes(object) => Some(object.yaml()),
         }
     }
 }

@@ -14,6 +14,7 @@ mod cloud;
 mod fabric;
 mod hardware;
 mod inventory;
+mod kubernetes;
 mod monitoring;
 mod names;
 mod network;
@@ -57,6 +58,7 @@ pub fn check(loaded: &LoadedBlueprint, inventory: Option<&LoadedInventory>) -> D
     scheduler::check(loaded, &facts, &mut out);
     tenants::check(loaded, &mut out);
     names::check(loaded, &mut out);
+    kubernetes::check(loaded, &mut out);
     acceptance::check(loaded, &mut out);
     hardware::check(loaded, &mut out);
     software::check(loaded, &mut out);
