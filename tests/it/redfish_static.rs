@@ -162,10 +162,6 @@ async fn the_plan_shows_pending_values_and_deploy_refuses_to_reset_over_unwanted
     assert_ne!(output.status.code(), Some(0), "{text}");
     assert!(text.contains("`LogicalProc` = `Disabled` (in effect: `Enabled`)"), "{text}");
     assert!(text.contains("toolkit does not reset the host while they are queued"), "{text}");
-    assert!(
-        text.contains("failed: node01:bios:SriovGlobalEnable on node01: BMC `node01`"),
-        "the first change fails: {text}"
-    );
     let log = server.log();
     assert!(!log.contains("ComputerSystem.Reset"), "no reset was sent:\n{log}");
     assert!(log.contains("PATCH"), "the settings were written:\n{log}");
