@@ -10,6 +10,7 @@
 pub mod api;
 pub mod common;
 pub mod gpu_stack;
+pub mod health;
 pub mod host;
 pub mod links;
 pub mod lldp;
@@ -167,4 +168,5 @@ pub fn embedded() -> impl Iterator<Item = &'static (&'static str, &'static str)>
         .chain(slurm::TEMPLATES)
         .chain(switch::TEMPLATES)
         .chain(lldp::TEMPLATES)
+        .chain(health::TEMPLATES)
 }
