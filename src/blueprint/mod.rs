@@ -2,6 +2,7 @@
 //! `check` finds every semantic problem at once.
 
 pub mod check;
+pub mod duration;
 pub mod load;
 pub mod schema;
 

@@ -10,6 +10,9 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+mod monitoring;
+pub use monitoring::{EmailReceiver, HealthChecks, Monitoring, OnFailure, Receiver, WebhookReceiver};
+
 /// A GPU cluster as designed: what it is, never where it is (that is the inventory).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -45,6 +48,10 @@ pub struct Blueprint {
     /// stack, DCGM, containers); a node group may replace it with its own.
     #[serde(default)]
     pub software: Option<Software>,
+    /// Prometheus, Alertmanager, exporters and continuous health checks; without this
+    /// section no monitoring is deployed.
+    #[serde(default)]
+    pub monitoring: Option<Monitoring>,
 }
 
 /// What a bare-metal node's BMC should report, set through Redfish before the node

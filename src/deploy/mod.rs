@@ -9,6 +9,7 @@
 
 pub mod api;
 pub mod checks;
+pub mod health;
 pub mod lock;
 pub mod observe;
 pub mod ops;

@@ -66,6 +66,7 @@ mod tests {
             secrets: Secrets {
                 munge_key: Some(SecretRef::File("lab/munge.key".into())),
                 slurmdbd_password: Some(SecretRef::Env("NOT_GENERATED".into())),
+                named: std::collections::BTreeMap::new(),
             },
             state_file: None,
             cloud: None,

@@ -238,6 +238,10 @@ pub struct Secrets {
     /// The slurmdbd database password.
     #[serde(default)]
     pub slurmdbd_password: Option<SecretRef>,
+    /// Secrets the blueprint references by name (an alert webhook's URL, an SMTP
+    /// password: `url_secret: alert_webhook_url`).
+    #[serde(default)]
+    pub named: BTreeMap<String, SecretRef>,
 }
 
 /// A reference to a secret: `{env: NAME}` or `{file: PATH}`, never the value.

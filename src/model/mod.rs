@@ -7,6 +7,7 @@
 pub mod expand;
 pub mod gpu;
 pub mod hostlist;
+pub mod monitoring;
 pub mod network;
 pub mod slurm;
 pub mod software;

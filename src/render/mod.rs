@@ -14,6 +14,7 @@ pub mod health;
 pub mod host;
 pub mod links;
 pub mod lldp;
+pub mod monitoring;
 pub mod slurm;
 pub mod switch;
 
@@ -156,6 +157,7 @@ pub fn render(
     gpu_stack::render(model, inventory, renderer, &mut resources)?;
     switch::render(model, inventory, renderer, &mut resources)?;
     lldp::render(model, inventory, renderer, &mut resources)?;
+    monitoring::render(model, inventory, &secrets.named, &mut resources)?;
     Ok(resources)
 }
 
@@ -168,5 +170,6 @@ pub fn embedded() -> impl Iterator<Item = &'static (&'static str, &'static str)>
         .chain(slurm::TEMPLATES)
         .chain(switch::TEMPLATES)
         .chain(lldp::TEMPLATES)
+        .chain(monitoring::TEMPLATES)
         .chain(health::TEMPLATES)
 }

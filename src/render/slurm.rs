@@ -64,6 +64,8 @@ pub struct Secrets {
     pub munge_key: Option<String>,
     /// Password of the `slurm` database user slurmdbd connects as.
     pub db_password: Option<String>,
+    /// The inventory's `secrets.named` that could be read here (alert receivers').
+    pub named: std::collections::BTreeMap<String, String>,
 }
 
 impl Secrets {
@@ -77,6 +79,12 @@ impl Secrets {
         Self {
             munge_key: read(secrets.and_then(|s| s.munge_key.as_ref())),
             db_password: read(secrets.and_then(|s| s.slurmdbd_password.as_ref())),
+            named: secrets
+                .map(|s| &s.named)
+                .into_iter()
+                .flatten()
+                .filter_map(|(name, reference)| resolve(reference, base).ok().map(|value| (name.clone(), value)))
+                .collect(),
         }
     }
 }
@@ -806,6 +814,7 @@ mod tests {
         Secrets {
             munge_key: Some("test-munge-key-0123456789abcdef0123".to_owned()),
             db_password: Some("test-db-pass".to_owned()),
+            named: std::collections::BTreeMap::new(),
         }
     }
 

@@ -133,6 +133,22 @@ pub struct HealthSpec {
     /// `timeout` for slow).
     #[serde(default)]
     pub timeout: Option<u64>,
+    /// What a failure does when the blueprint's `monitoring.health.checks` does not
+    /// name this check, instead of its `on_failure`: `alert` for a check whose
+    /// failure may be the peer's fault (a ping across a rail), which must not drain
+    /// the node that saw it unless the blueprint says so.
+    #[serde(default)]
+    pub on_failure: Option<HealthAction>,
+}
+
+/// What a failing health check does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HealthAction {
+    /// Drain the node.
+    Drain,
+    /// Only report it.
+    Alert,
 }
 
 /// When a health check runs on the node.

@@ -452,7 +452,7 @@ fn accounting_bootstrap_converges_on_real_slurmdbd() {
             slurm_settings(blueprint).extra = overrides;
             blueprint.tenants[0].guaranteed_gpus = guaranteed;
         });
-        let secrets = Secrets { munge_key: None, db_password: Some(r"db 'pass #1\".to_owned()) };
+        let secrets = Secrets { munge_key: None, db_password: Some(r"db 'pass #1\".to_owned()), ..Secrets::default() };
         let config = slurm(&model).expect("slurm model").expect("lab uses slurm");
         let renderer = Renderer::embedded().expect("templates parse");
         let texts = files(&config, &renderer, &secrets).expect("renders");

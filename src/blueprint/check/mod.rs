@@ -14,6 +14,7 @@ mod cloud;
 mod fabric;
 mod hardware;
 mod inventory;
+mod monitoring;
 mod network;
 mod nodes;
 mod scheduler;
@@ -56,8 +57,10 @@ pub fn check(loaded: &LoadedBlueprint, inventory: Option<&LoadedInventory>) -> D
     acceptance::check(loaded, &mut out);
     hardware::check(loaded, &mut out);
     software::check(loaded, &mut out);
+    monitoring::check(loaded, &facts, &mut out);
     if let Some(inventory) = inventory {
         cloud::check(loaded, inventory, facts.hostnames.as_deref(), &mut out);
+        monitoring::secrets(loaded, inventory, &mut out);
         let blueprint_is_valid = !out.has_errors();
         inventory::check(loaded, inventory, &facts, blueprint_is_valid, &mut out);
     }

@@ -1486,3 +1486,99 @@ finds!(
     "network: { stack: inbox, version: 5.0.0 }",
     Warning
 );
+
+// --- monitoring ----------------------------------------------------------------------
+
+/// The RoCE base with a monitoring section that passes every check.
+fn with_monitoring() -> String {
+    format!(
+        "{ROCE}monitoring:\n  host: head\n  retention: 15d\n  scrape_interval: 15s\n  receivers:\n    \
+         - name: ops\n      webhook: {{ url_secret: alert_webhook_url }}\n    \
+         - name: mail\n      email: {{ to: ops@example.org, smarthost: mail.example.org:587, password_secret: smtp_password }}\n  \
+         health:\n    fast_interval: 5m\n    slow_interval: 1h\n    cluster_interval: 10m\n    on_failure: drain\n    \
+         checks: {{ rail-links: drain, gpu-health: drain, mtu: alert }}\n"
+    )
+}
+
+/// [`INVENTORY`] declaring the receivers' secrets.
+fn inventory_with_named_secrets() -> String {
+    format!(
+        "{INVENTORY}secrets:\n  named:\n    alert_webhook_url: {{ env: ALERT_URL }}\n    smtp_password: {{ file: smtp.pw }}\n"
+    )
+}
+
+#[test]
+fn a_declared_monitoring_section_is_clean() {
+    let diagnostics = lint_pair(&with_monitoring(), Some(&inventory_with_named_secrets()));
+    assert!(diagnostics.is_empty(), "{}", diagnostics.render());
+}
+
+finds!(
+    a_scrape_interval_is_a_prometheus_duration,
+    &with_monitoring(),
+    [("scrape_interval: 15s", "scrape_interval: 15 seconds")],
+    "invalid-duration",
+    "scrape_interval: 15 seconds",
+    Error
+);
+finds!(
+    a_health_interval_is_positive,
+    &with_monitoring(),
+    [("fast_interval: 5m", "fast_interval: 0s")],
+    "invalid-duration",
+    "fast_interval: 0s",
+    Error
+);
+finds!(
+    the_monitoring_host_is_a_node,
+    &with_monitoring(),
+    [("host: head", "host: haed")],
+    "unknown-monitoring-host",
+    "host: haed",
+    Error
+);
+finds!(
+    receiver_names_are_unique,
+    &with_monitoring(),
+    [("- name: mail", "- name:   ops")],
+    "duplicate-receiver",
+    "- name:   ops",
+    Error
+);
+finds!(
+    a_receiver_has_one_kind,
+    &with_monitoring(),
+    [(
+        "webhook: { url_secret: alert_webhook_url }",
+        "email: { to: a@b.org, smarthost: m.b.org:25 }\n      webhook: { url_secret: alert_webhook_url }"
+    )],
+    "receiver-kind",
+    "email: { to: a@b.org, smarthost: m.b.org:25 }",
+    Error
+);
+finds!(
+    a_smarthost_has_a_port,
+    &with_monitoring(),
+    [("smarthost: mail.example.org:587", "smarthost: mail.example.org")],
+    "invalid-smarthost",
+    "smarthost: mail.example.org,",
+    Error
+);
+finds!(
+    health_check_names_are_simple,
+    &with_monitoring(),
+    [("mtu: alert", "MTU check: alert")],
+    "invalid-health-check-name",
+    "checks: {",
+    Error
+);
+
+#[test]
+fn receiver_secrets_are_declared_in_the_inventory() {
+    let text = with_monitoring();
+    let diagnostics = lint_pair(&text, Some(INVENTORY));
+    let found =
+        find(&diagnostics, BLUEPRINT_FILE, &text, "unknown-secret", "webhook: { url_secret: alert_webhook_url }");
+    assert!(found.help.as_deref().is_some_and(|help| help.contains("alert_webhook_url")), "{}", found.render());
+    find(&diagnostics, BLUEPRINT_FILE, &text, "unknown-secret", "password_secret: smtp_password");
+}

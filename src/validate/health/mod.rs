@@ -33,7 +33,7 @@ use super::catalog::Catalog;
 use super::derived::{self, DeriveInput};
 use super::expr;
 use super::run::{self, Disposition, LimitSource, RunOptions};
-use super::spec::{Cadence, FAST_PROBE_TIMEOUT_SECONDS, Severity, ValidatorSpec};
+use super::spec::{Cadence, FAST_PROBE_TIMEOUT_SECONDS, HealthAction, Severity, ValidatorSpec};
 use super::subjects::Site;
 
 /// The start of every drain reason the health checks set; only nodes whose reason
@@ -88,10 +88,41 @@ impl Default for Settings {
 }
 
 impl Settings {
-    /// What a failure of `id` does.
+    /// The blueprint's `monitoring.health`, or `None` without a `monitoring` section
+    /// (no health checks are deployed then). With `monitoring.enabled: false` the
+    /// checks still run and drain; only Prometheus and Alertmanager are left out.
+    ///
+    /// # Errors
+    /// A duration that does not parse (lint reports it with its location first).
+    pub fn from_blueprint(blueprint: &crate::blueprint::schema::Blueprint) -> Result<Option<Self>, String> {
+        use crate::blueprint::duration::parse;
+        use crate::blueprint::schema::OnFailure as Declared;
+        let Some(monitoring) = &blueprint.monitoring else { return Ok(None) };
+        let health = &monitoring.health;
+        let action = |declared: Declared| match declared {
+            Declared::Drain => OnFailure::Drain,
+            Declared::Alert => OnFailure::Alert,
+        };
+        let interval =
+            |key: &str, text: &str| parse(text).map_err(|problem| format!("monitoring.health.{key}: {problem}"));
+        Ok(Some(Self {
+            fast_interval: interval("fast_interval", &health.fast_interval)?,
+            slow_interval: interval("slow_interval", &health.slow_interval)?,
+            cluster_interval: interval("cluster_interval", &health.cluster_interval)?,
+            on_failure: action(health.on_failure),
+            checks: health.checks.iter().map(|(id, declared)| (id.clone(), action(*declared))).collect(),
+        }))
+    }
+
+    /// What a failure of `id` does: the blueprint's word for it, else the check's
+    /// own default, else the blueprint's `on_failure`.
     #[must_use]
-    pub fn action(&self, id: &str) -> OnFailure {
-        self.checks.get(id).copied().unwrap_or(self.on_failure)
+    pub fn action(&self, id: &str, declared: Option<HealthAction>) -> OnFailure {
+        let declared = declared.map(|action| match action {
+            HealthAction::Drain => OnFailure::Drain,
+            HealthAction::Alert => OnFailure::Alert,
+        });
+        self.checks.get(id).copied().or(declared).unwrap_or(self.on_failure)
     }
 }
 
@@ -212,7 +243,7 @@ pub fn plan(
                 id: item.spec.id.clone(),
                 subject: subject.name.clone(),
                 cadence: health.cadence,
-                action: settings.action(&item.spec.id),
+                action: settings.action(&item.spec.id, health.on_failure),
                 timeout,
                 probe,
                 skipped,
@@ -257,23 +288,36 @@ fn resolve(spec: &ValidatorSpec, limits: &[run::Limit], input: &DeriveInput<'_>)
         .map_err(|problem| format!("`{}`: {problem}", spec.id))
 }
 
-/// Adds the health program of every compute node to `resources` (after the rest
-/// of the host's configuration, before slurmd starts, which runs it), for a
-/// blueprint with `monitoring.health` settings.
+/// Adds the health program of every compute node to `out` (before slurmd starts,
+/// which runs it), for a blueprint with a `monitoring` section.
 ///
 /// # Errors
 /// Diagnostics for a validator catalog that does not load, checks that cannot be
 /// planned, or a template that fails.
 pub fn extend(
     model: &Model,
-    settings: &Settings,
-    fake_gpus: &BTreeSet<String>,
+    inventory: Option<&crate::inventory::Inventory>,
     renderer: &crate::render::Renderer,
     out: &mut Vec<crate::resource::Resource>,
 ) -> Result<(), crate::diagnostic::Diagnostics> {
     use crate::diagnostic::{Diagnostic, Diagnostics};
+    let settings = match Settings::from_blueprint(&model.blueprint) {
+        Ok(Some(settings)) => settings,
+        Ok(None) => return Ok(()),
+        Err(problem) => {
+            return Err(Diagnostics(vec![
+                Diagnostic::error("health-settings", problem).help("`toolkit lint` locates the value"),
+            ]));
+        }
+    };
+    let fake_gpus: BTreeSet<String> = inventory
+        .map(|inventory| {
+            inventory.hosts.iter().filter(|(_, host)| host.fake_gpu_devices).map(|(name, _)| name.clone()).collect()
+        })
+        .unwrap_or_default();
+    let settings = &settings;
     let catalog = Catalog::builtin()?;
-    let nodes = plan(&catalog, model, settings, fake_gpus).map_err(|problems| {
+    let nodes = plan(&catalog, model, settings, &fake_gpus).map_err(|problems| {
         Diagnostics(
             problems
                 .into_iter()

@@ -10,7 +10,7 @@ fn lab_model() -> Model {
 }
 
 fn lab_settings() -> Settings {
-    Settings { checks: [("mtu".to_owned(), OnFailure::Alert)].into(), ..Settings::default() }
+    Settings { checks: [("dcgm-diag".to_owned(), OnFailure::Alert)].into(), ..Settings::default() }
 }
 
 fn lab_checks(fake: &[&str]) -> Vec<NodeChecks> {
@@ -46,7 +46,7 @@ fn every_compute_node_gets_the_validators_with_probes_and_their_limits() {
             "mtu node02+node03/rail1 fast alert runs",
             "gpu-inventory node02 fast drain skipped",
             "gpu-health node02 fast drain skipped",
-            "dcgm-diag node02 slow drain skipped",
+            "dcgm-diag node02 slow alert skipped",
         ]
     );
     let rails = node02.checks.iter().find(|check| check.id == "rail-links").expect("rail-links");
@@ -76,7 +76,12 @@ fn a_gpu_node_runs_its_gpu_checks() {
     assert_eq!(inventory.skipped, None);
     let probe = inventory.probe.as_deref().expect("a probe");
     assert!(probe.contains("awk -v product='NVIDIA H100 80GB HBM3' -v planned=4"), "{probe}");
-    assert_eq!(inventory.limits.iter().filter(|limit| (limit.value - 4.0).abs() < 1e-9).count(), 2, "{:?}", inventory.limits);
+    assert_eq!(
+        inventory.limits.iter().filter(|limit| (limit.value - 4.0).abs() < 1e-9).count(),
+        2,
+        "{:?}",
+        inventory.limits
+    );
 }
 
 /// Runs `probe` with `sh`, the programs it calls replaced by scripts that print

@@ -1,0 +1,256 @@
+//! Alert rules from the blueprint: one rule file for Prometheus, whose rules name the
+//! host, rail, switch, peer, mount, tenant or check that is wrong.
+//!
+//! Stage: render. Input: [`MonitoringModel`]. Output: the rule file's text, checked on
+//! the host by `promtool check rules` before it replaces the active one, and tested
+//! rule by rule with `promtool test rules` (`tests/fixtures/monitoring/`).
+//!
+//! Every value rule has a companion for its series vanishing: `NodeDown` (node and
+//! switch exporters), `FrrBgpNotAnswering` (bgpd gone: the FRR exporter's BGP collector
+//! fails and every peer series vanishes), `FilesystemNotMounted` (no series at all).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::model::monitoring::MonitoringModel;
+
+/// XID codes that need a node taken out of service (Azure's `check_gpu_xid` list,
+/// `/work/shared/reference/validators.md` §2).
+pub const FATAL_XIDS: &str = "48|56|57|58|62|63|64|65|68|69|73|74|79|80|81|92|119|120";
+/// GPU temperature above which an alert fires, °C (a placeholder to tune per model).
+pub const GPU_TEMPERATURE_LIMIT: u32 = 85;
+
+#[derive(Serialize)]
+struct RuleFile {
+    groups: Vec<Group>,
+}
+
+#[derive(Serialize)]
+struct Group {
+    name: &'static str,
+    rules: Vec<Rule>,
+}
+
+#[derive(Serialize)]
+struct Rule {
+    alert: &'static str,
+    expr: String,
+    #[serde(rename = "for", skip_serializing_if = "Option::is_none")]
+    hold: Option<String>,
+    labels: BTreeMap<&'static str, String>,
+    annotations: BTreeMap<&'static str, String>,
+}
+
+impl Rule {
+    fn new(alert: &'static str, severity: &str, expr: String, summary: &str) -> Self {
+        Self {
+            alert,
+            expr,
+            hold: None,
+            labels: BTreeMap::from([("severity", severity.to_owned())]),
+            annotations: BTreeMap::from([("summary", summary.to_owned())]),
+        }
+    }
+
+    fn held(mut self, hold: &str) -> Self {
+        self.hold = Some(hold.to_owned());
+        self
+    }
+
+    fn label(mut self, name: &'static str, value: String) -> Self {
+        self.labels.insert(name, value);
+        self
+    }
+}
+
+/// The rule file of the cluster.
+#[must_use]
+pub fn rules(model: &MonitoringModel) -> String {
+    let hold = model.settings.alert_after.as_str();
+    let file = RuleFile {
+        groups: vec![
+            Group { name: "toolkit-hosts", rules: host_rules(hold) },
+            Group { name: "toolkit-fabric", rules: fabric_rules(model, hold) },
+            Group { name: "toolkit-gpus", rules: gpu_rules(hold) },
+            Group { name: "toolkit-storage", rules: storage_rules(model, hold) },
+            Group { name: "toolkit-slurm", rules: slurm_rules(model, hold) },
+            Group { name: "toolkit-health", rules: health_rules() },
+        ],
+    };
+    let mut text = String::from("# Rendered by toolkit from the blueprint; changes here are overwritten.\n");
+    // Plain data of strings and maps: serialization cannot fail.
+    text.push_str(&serde_norway::to_string(&file).unwrap_or_default());
+    text
+}
+
+fn host_rules(hold: &str) -> Vec<Rule> {
+    vec![
+        Rule::new(
+            "NodeDown",
+            "critical",
+            r#"up{job="node"} == 0"#.to_owned(),
+            "{{ $labels.instance }} ({{ $labels.group }}) does not answer: host down or node exporter stopped",
+        )
+        .held(hold),
+    ]
+}
+
+fn fabric_rules(model: &MonitoringModel, hold: &str) -> Vec<Rule> {
+    let mut rules = Vec::new();
+    for (rail, netdev) in &model.rails {
+        rules.push(
+            Rule::new(
+                "RailLinkDown",
+                "critical",
+                format!(r#"node_network_up{{job="node",device="{netdev}"}} == 0"#),
+                &format!("rail {rail} ({netdev}) is down on {{{{ $labels.instance }}}}"),
+            )
+            .held(hold)
+            .label("rail", rail.to_string()),
+        );
+        rules.push(
+            Rule::new(
+                "RailLinkFlapping",
+                "warning",
+                format!(r#"increase(node_network_carrier_changes_total{{job="node",device="{netdev}"}}[15m]) > 2"#),
+                &format!("rail {rail} ({netdev}) on {{{{ $labels.instance }}}} changed carrier {{{{ $value }}}} times in 15 minutes"),
+            )
+            .label("rail", rail.to_string()),
+        );
+    }
+    if !model.frr_switches.is_empty() {
+        rules.push(
+            Rule::new(
+                "BgpSessionDown",
+                "critical",
+                r#"frr_bgp_peer_state{job="frr"} == 0"#.to_owned(),
+                "BGP session {{ $labels.instance }} - {{ $labels.peer_desc }} (on {{ $labels.instance }} port {{ $labels.peer }}) is down",
+            )
+            .held(hold),
+        );
+        rules.push(
+            Rule::new(
+                "FrrBgpNotAnswering",
+                "critical",
+                r#"frr_collector_up{job="frr",collector="bgp"} == 0"#.to_owned(),
+                "bgpd on {{ $labels.instance }} does not answer: all of its BGP sessions are down",
+            )
+            .held(hold),
+        );
+    }
+    rules
+}
+
+fn gpu_rules(hold: &str) -> Vec<Rule> {
+    vec![
+        Rule::new(
+            "GpuXidError",
+            "critical",
+            format!(r#"DCGM_EXP_XID_ERRORS_COUNT{{job="dcgm",xid=~"{FATAL_XIDS}"}} > 0"#),
+            "GPU {{ $labels.gpu }} on {{ $labels.instance }} reported XID {{ $labels.xid }}",
+        ),
+        Rule::new(
+            "GpuDoubleBitEcc",
+            "critical",
+            r#"increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{job="dcgm"}[10m]) > 0"#.to_owned(),
+            "GPU {{ $labels.gpu }} on {{ $labels.instance }} had uncorrectable (double-bit) ECC errors",
+        ),
+        Rule::new(
+            "GpuRetiredPagesPending",
+            "warning",
+            r#"DCGM_FI_DEV_RETIRED_PENDING{job="dcgm"} > 0"#.to_owned(),
+            "GPU {{ $labels.gpu }} on {{ $labels.instance }} has pages waiting to be retired: reset it when empty",
+        ),
+        Rule::new(
+            "GpuRowRemapFailure",
+            "critical",
+            r#"DCGM_FI_DEV_ROW_REMAP_FAILURE{job="dcgm"} > 0"#.to_owned(),
+            "GPU {{ $labels.gpu }} on {{ $labels.instance }} failed to remap a memory row: replace it",
+        ),
+        Rule::new(
+            "GpuTooHot",
+            "warning",
+            format!(r#"DCGM_FI_DEV_GPU_TEMP{{job="dcgm"}} > {GPU_TEMPERATURE_LIMIT}"#),
+            "GPU {{ $labels.gpu }} on {{ $labels.instance }} is at {{ $value }} °C",
+        )
+        .held(hold),
+    ]
+}
+
+fn storage_rules(model: &MonitoringModel, hold: &str) -> Vec<Rule> {
+    let mut rules = Vec::new();
+    for (mount, groups) in &model.mounts {
+        rules.push(
+            Rule::new(
+                "FilesystemHung",
+                "critical",
+                format!(r#"node_filesystem_device_error{{job="node",mountpoint="{mount}"}} == 1"#),
+                &format!("{mount} on {{{{ $labels.instance }}}} does not answer (statfs failed or timed out)"),
+            )
+            .held(hold)
+            .label("mount", mount.clone()),
+        );
+        rules.push(
+            Rule::new(
+                "FilesystemNotMounted",
+                "critical",
+                format!(
+                    r#"up{{job="node",group=~"{}"}} == 1 unless on(instance) node_filesystem_size_bytes{{job="node",mountpoint="{mount}"}}"#,
+                    groups.join("|")
+                ),
+                &format!("{mount} is not mounted on {{{{ $labels.instance }}}}"),
+            )
+            .held(hold)
+            .label("mount", mount.clone()),
+        );
+    }
+    rules
+}
+
+fn slurm_rules(model: &MonitoringModel, hold: &str) -> Vec<Rule> {
+    if model.slurm_controller.is_none() {
+        return Vec::new();
+    }
+    let mut rules = vec![
+        Rule::new(
+            "SlurmNodeUnavailable",
+            "warning",
+            r#"slurm_node_state_info{state=~"(down|drain|fail).*"} == 1 unless on(node) slurm_node_reason_info{reason=~"toolkit.*"}"#
+                .to_owned(),
+            "Slurm node {{ $labels.node }} is {{ $labels.state }}, not by toolkit",
+        )
+        .held(hold),
+        Rule::new(
+            "SlurmViewStale",
+            "warning",
+            "time() - toolkit_slurm_view_last_run_timestamp_seconds > 300".to_owned(),
+            "the Slurm view on {{ $labels.instance }} has not been updated for {{ $value }} s",
+        ),
+    ];
+    for (tenant, guaranteed) in &model.tenants {
+        rules.push(
+            Rule::new(
+                "TenantBelowGuarantee",
+                "warning",
+                format!(
+                    r#"toolkit_tenant_gpus_used{{tenant="{tenant}"}} < {guaranteed} and toolkit_tenant_gpus_pending{{tenant="{tenant}"}} > 0"#
+                ),
+                &format!("tenant {tenant} runs on {{{{ $value }}}} of its {guaranteed} guaranteed GPUs while its jobs wait"),
+            )
+            .held(hold)
+            .label("guaranteed", guaranteed.to_string())
+            .label("tenant", tenant.clone()),
+        );
+    }
+    rules
+}
+
+fn health_rules() -> Vec<Rule> {
+    vec![Rule::new(
+        "HealthCheckFailing",
+        "critical",
+        "toolkit_healthcheck_ok == 0".to_owned(),
+        "toolkit health check {{ $labels.check }} fails on {{ $labels.instance }}",
+    )]
+}
