@@ -4,6 +4,7 @@ mod cloud;
 mod deploy;
 mod lab;
 mod lab_e2e;
+mod lab_health;
 mod lab_reboot;
 mod lab_removal;
 mod lab_rollout;

@@ -22,6 +22,7 @@
 
 pub mod resources;
 pub mod script;
+pub mod status;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

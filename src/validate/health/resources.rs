@@ -9,10 +9,13 @@ use super::script;
 use super::{NodeChecks, Settings};
 use crate::render::common::{file, service};
 use crate::render::{RenderError, Renderer};
-use crate::resource::{Content, OnChange, Resource, ResourceId, Target, TargetKind};
+use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target, TargetKind};
 use crate::validate::spec::Cadence;
 
 pub use crate::render::health::PROGRAM;
+
+/// Where the program lives (made with its parents).
+const PROGRAM_DIR: &str = "/usr/local/lib/toolkit/health";
 
 /// The slow checks' units.
 const SLOW_SERVICE: &str = "/etc/systemd/system/toolkit-health-slow.service";
@@ -35,7 +38,13 @@ pub fn resources(
     for checks in nodes {
         let target = Target { name: checks.node.clone(), kind: TargetKind::Node };
         let text = script::render(checks, renderer)?;
-        let program = file(&target, PROGRAM, Content::new(text), 0o755);
+        let directory = Resource::new(
+            target.clone(),
+            PROGRAM_DIR,
+            Desired::Directory { path: PROGRAM_DIR.to_owned(), mode: 0o755, owner: "root".to_owned() },
+        );
+        let program = file(&target, PROGRAM, Content::new(text), 0o755).after([directory.id.clone()]);
+        out.push(directory);
         programs.push((checks.node.clone(), program.id.clone()));
         if checks.has(Cadence::Slow) {
             let interval = settings.slow_interval.as_secs().max(60);
