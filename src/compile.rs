@@ -32,6 +32,21 @@ pub fn compile(
     inventory: Option<&LoadedInventory>,
     renderer: &Renderer,
 ) -> Result<Compiled, Diagnostics> {
+    compile_with(blueprint, inventory, renderer, |_, _| Ok(()))
+}
+
+/// [`compile`], with `extend` adding resources rendered by a later stage (the node
+/// health program, rendered from the validators) to the hosts' rendered resources
+/// before the graph is built.
+///
+/// # Errors
+/// As [`compile`], and what `extend` returns.
+pub fn compile_with(
+    blueprint: &LoadedBlueprint,
+    inventory: Option<&LoadedInventory>,
+    renderer: &Renderer,
+    extend: impl FnOnce(&Model, &mut Vec<crate::resource::Resource>) -> Result<(), Diagnostics>,
+) -> Result<Compiled, Diagnostics> {
     let model = model::expand(&blueprint.blueprint).map_err(|error| {
         Diagnostics(vec![
             Diagnostic::error("expand-failed", error.to_string())
@@ -42,7 +57,7 @@ pub fn compile(
     let inventory = inventory.map(|i| &i.inventory);
     // Relative secret paths in an inventory are relative to where toolkit runs.
     let secrets = render::slurm::Secrets::from_inventory(inventory, std::path::Path::new("."));
-    let resources = render::render(&model, inventory, &secrets, renderer).map_err(|error| {
+    let mut resources = render::render(&model, inventory, &secrets, renderer).map_err(|error| {
         let message = std::iter::successors(Some(&error as &dyn std::error::Error), |e| e.source())
             .map(ToString::to_string)
             .collect::<Vec<_>>()
@@ -51,6 +66,7 @@ pub fn compile(
             Diagnostic::error("render-failed", message).help("a template refers to a value the model does not have"),
         ])
     })?;
+    extend(&model, &mut resources)?;
     let api = render::api::resources(&model, inventory);
     let mut all = api.resources;
     if all.is_empty() && api.gates.is_empty() {

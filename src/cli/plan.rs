@@ -6,7 +6,7 @@ use anyhow::Context as _;
 
 use crate::cli::live::{self, SshArgs};
 use crate::cli::{BlueprintArgs, OutputFormat, Status, emit, load_checked, print_diagnostics};
-use crate::compile::compile;
+use crate::deploy::health::compile;
 use crate::plan::{self, state::State};
 use crate::render::Renderer;
 

@@ -17,6 +17,7 @@ use crate::model;
 use crate::plan::state::{RolloutState, State};
 use crate::transport::Connector as _;
 use crate::validate::drain::REASON_PREFIX;
+use crate::validate::health::status::{self as health_status, CheckStatus};
 
 /// Arguments of `toolkit status`.
 #[derive(Debug, clap::Args)]
@@ -40,6 +41,50 @@ struct Report {
     /// Why the scheduler could not be read, when it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     scheduler_error: Option<String>,
+    /// The node health checks' last verdicts (with a `monitoring` section), read from
+    /// the metrics files each node's health program writes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    health: Option<Vec<CheckStatus>>,
+    /// Nodes whose health could not be read, and why.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    health_unread: BTreeMap<String, String>,
+}
+
+/// The metrics files of the node health program, both cadences.
+const HEALTH_FILES: &str = "cat /var/lib/prometheus/node-exporter/toolkit_health_fast.prom \
+    /var/lib/prometheus/node-exporter/toolkit_health_slow.prom 2>/dev/null; true";
+
+/// Each compute node's health files, read over SSH in parallel.
+async fn node_health(
+    pool: &impl crate::transport::Connector,
+    nodes: &[String],
+) -> (Vec<CheckStatus>, BTreeMap<String, String>) {
+    use crate::transport::Executor as _;
+    let argv = ["sh".to_owned(), "-c".to_owned(), HEALTH_FILES.to_owned()];
+    let reads = nodes.iter().map(|node| async {
+        let read = match pool.connect(node).await {
+            Ok(session) => session.exec(&argv).await.map_err(|error| error.to_string()),
+            Err(error) => Err(error.to_string()),
+        };
+        (node.clone(), read)
+    });
+    let mut statuses = Vec::new();
+    let mut unread = BTreeMap::new();
+    for (node, read) in futures::future::join_all(reads).await {
+        match read {
+            Ok(output) => {
+                let found = health_status::parse(&String::from_utf8_lossy(&output.stdout));
+                if found.is_empty() {
+                    unread.insert(node, "no health metrics yet (the checks have not run)".to_owned());
+                }
+                statuses.extend(found);
+            }
+            Err(error) => {
+                unread.insert(node, error);
+            }
+        }
+    }
+    (statuses, unread)
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
@@ -55,10 +100,23 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         None => State::empty(&model.name),
     };
     let pool = live::pool(inventory, &args.ssh)?;
-    let (held, scheduler_error) = live::runtime()?.block_on(async {
+    let health_on = inputs.blueprint.blueprint.monitoring.is_some();
+    let compute: Vec<String> = model
+        .nodes
+        .iter()
+        .filter(|node| model.groups[node.group].has_role(Role::Compute))
+        .map(|n| n.name.clone())
+        .collect();
+    let (held, scheduler_error, health, health_unread) = live::runtime()?.block_on(async {
         let result = match pool.connect(&controller).await {
             Ok(session) => Slurm::new(session.as_ref()).nodes().await.map_err(|error| error.to_string()),
             Err(error) => Err(error.to_string()),
+        };
+        let (health, health_unread) = if health_on {
+            let (statuses, unread) = node_health(&pool, &compute).await;
+            (Some(statuses), unread)
+        } else {
+            (None, BTreeMap::new())
         };
         pool.close_all().await;
         match result {
@@ -71,12 +129,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
                         node.reason.filter(|reason| reason.starts_with(REASON_PREFIX)).map(|r| (name, r))
                     })
                     .collect();
-                (held, None)
+                (held, None, health, health_unread)
             }
-            Err(error) => (BTreeMap::new(), Some(error)),
+            Err(error) => (BTreeMap::new(), Some(error), health, health_unread),
         }
     });
-    let report = Report { rollout: state.rollout, held, scheduler_error };
+    let report = Report { rollout: state.rollout, held, scheduler_error, health, health_unread };
     match output {
         OutputFormat::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&report)?)),
         OutputFormat::Text => emit(&text(&report)),
@@ -117,5 +175,31 @@ fn text(report: &Report) -> String {
             let _ = writeln!(out, "  {name:<12} {reason}");
         }
     }
+    if let Some(health) = &report.health {
+        health_text(health, &report.health_unread, &mut out);
+    }
     out
+}
+
+/// Failing and warning checks one per line, the rest counted.
+fn health_text(health: &[CheckStatus], unread: &BTreeMap<String, String>, out: &mut String) {
+    let count = |verdict: &str| health.iter().filter(|status| status.verdict == verdict).count();
+    let _ = writeln!(
+        out,
+        "Health (from the nodes): {} passing, {} failing, {} warning, {} skipped.",
+        count("pass"),
+        count("fail"),
+        count("warn"),
+        count("skipped")
+    );
+    for status in health.iter().filter(|status| matches!(status.verdict, "fail" | "warn")) {
+        let _ = writeln!(
+            out,
+            "  {:<12} {} {} on {} ({}): {}",
+            status.node, status.verdict, status.check, status.subject, status.action, status.detail
+        );
+    }
+    for (node, why) in unread {
+        let _ = writeln!(out, "  {node:<12} unread: {why}");
+    }
 }

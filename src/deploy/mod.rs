@@ -10,6 +10,7 @@
 pub mod api;
 pub mod checks;
 pub mod firmware;
+pub mod health;
 pub mod lock;
 pub mod observe;
 pub mod ops;

@@ -704,7 +704,30 @@ fn global_sections(input: &GlobalInput<'_>) -> Vec<Section> {
             ],
         });
     }
+    if let Some(health) = health_settings(input.model) {
+        sections.push(Section { title: "Node health: toolkit's fast checks (monitoring.health)", settings: health });
+    }
     sections
+}
+
+/// The node health program toolkit renders from its validators (`check` runs the
+/// fast checks, `check slow` the slow ones).
+pub const HEALTH_PROGRAM: &str = "/usr/local/lib/toolkit/health/check";
+
+/// With a `monitoring` section: slurmd runs the health program every
+/// `monitoring.health.fast_interval` on nodes in any state (a node running jobs is
+/// drained, not killed), cycled through the interval so slurmctld sees the nodes'
+/// drains and resumes spread out rather than all at once.
+fn health_settings(model: &Model) -> Option<Vec<Setting>> {
+    let monitoring = model.blueprint.monitoring.as_ref()?;
+    // Lint rejects a malformed duration; the default stands in for a model built without it.
+    let seconds = crate::blueprint::duration::parse(&monitoring.health.fast_interval)
+        .map_or(300, |interval| interval.as_secs().max(1));
+    Some(vec![
+        Setting::new("HealthCheckProgram", HEALTH_PROGRAM),
+        Setting::new("HealthCheckInterval", seconds.to_string()),
+        Setting::new("HealthCheckNodeState", "ANY,CYCLE"),
+    ])
 }
 
 /// Substitutes `extra` values for keys already rendered (Slurm warns on a

@@ -10,6 +10,7 @@
 pub mod api;
 pub mod common;
 pub mod gpu_stack;
+pub mod health;
 pub mod host;
 pub mod kubernetes;
 pub mod links;
@@ -181,4 +182,5 @@ pub fn embedded() -> impl Iterator<Item = &'static (&'static str, &'static str)>
         .chain(package_cache::TEMPLATES)
         .chain(roce_qos::TEMPLATES)
         .chain(monitoring::TEMPLATES)
+        .chain(health::TEMPLATES)
 }

@@ -241,7 +241,10 @@ impl ApiDesired {
     /// Whether it is set on a node's BMC (power, boot override, BIOS, firmware).
     #[must_use]
     pub fn is_bmc(&self) -> bool {
-        matches!(self, Self::Power { .. } | Self::BootOverride { .. } | Self::BiosAttribute { .. } | Self::Firmware { .. })
+        matches!(
+            self,
+            Self::Power { .. } | Self::BootOverride { .. } | Self::BiosAttribute { .. } | Self::Firmware { .. }
+        )
     }
 
     /// The Kubernetes object, when it is one.

@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod derived;
 pub mod drain;
 pub mod expr;
+pub mod health;
 pub mod pairwise;
 pub mod parsers;
 pub mod results;

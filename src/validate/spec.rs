@@ -110,7 +110,71 @@ pub struct ValidatorSpec {
     /// Subjects run at once for this validator (default: the run's `--parallel`).
     #[serde(default)]
     pub concurrency: Option<usize>,
+    /// The same check as a continuous node health check: a POSIX `sh` probe that
+    /// prints this validator's measurements, judged on the node against its thresholds.
+    #[serde(default)]
+    pub health: Option<HealthSpec>,
 }
+
+/// A validator as a continuous health check that runs on the node itself, without
+/// toolkit: the probe prints the validator's measurements as `<name> <number>` lines
+/// (and one `detail <text>` line naming what is wrong), and the node's health script
+/// compares them with the validator's thresholds, resolved for the node at deploy.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthSpec {
+    /// When it runs: with Slurm's health check (`fast`, killed after 60 s) or from a
+    /// systemd timer (`slow`).
+    pub cadence: Cadence,
+    /// The probe: a POSIX `sh` template over the same context as `command`, every
+    /// `{{ … }}` one shell-quoted word.
+    pub probe: String,
+    /// Seconds the probe may run on the node (default: 10 for fast, the validator's
+    /// `timeout` for slow).
+    #[serde(default)]
+    pub timeout: Option<u64>,
+    /// What a failure does when the blueprint's `monitoring.health.checks` does not
+    /// name this check, instead of its `on_failure`: `alert` for a check whose
+    /// failure may be the peer's fault (a ping across a rail), which must not drain
+    /// the node that saw it unless the blueprint says so.
+    #[serde(default)]
+    pub on_failure: Option<HealthAction>,
+}
+
+/// What a failing health check does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HealthAction {
+    /// Drain the node.
+    Drain,
+    /// Only report it.
+    Alert,
+}
+
+/// When a health check runs on the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Cadence {
+    /// Every `monitoring.health.fast_interval`, by slurmd (`HealthCheckProgram`).
+    Fast,
+    /// Every `monitoring.health.slow_interval`, by a systemd timer.
+    Slow,
+}
+
+impl Cadence {
+    /// The name written in YAML, metrics and file names.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Fast => "fast",
+            Self::Slow => "slow",
+        }
+    }
+}
+
+/// Seconds a fast probe may run when its validator does not say: Slurm kills the
+/// whole health check program after 60 s.
+pub const FAST_PROBE_TIMEOUT_SECONDS: u64 = 10;
 
 const fn default_timeout() -> u64 {
     DEFAULT_TIMEOUT_SECONDS
@@ -579,6 +643,7 @@ impl ValidatorSpec {
         self.check_steps(source, &mut out);
         self.check_measurements(source, &mut out);
         self.check_thresholds(source, &mut out);
+        self.check_health(source, &mut out);
         if let Some(explain) = &self.explain
             && let Err(problem) = expr::check_text_template(explain)
         {
@@ -589,6 +654,40 @@ impl ValidatorSpec {
             );
         }
         out
+    }
+
+    fn check_health(&self, source: &SourceFile, out: &mut Diagnostics) {
+        let Some(health) = &self.health else { return };
+        if !matches!(self.scope, SpecScope::Node | SpecScope::Rail | SpecScope::NodePair)
+            || self.runs_on != RunsOn::Subject
+        {
+            out.push(
+                Diagnostic::error("validator-health", "`health` probes run on a node: the subject must run on one")
+                    .at(source, "health")
+                    .help("use `scope: node`, `rail` or `node-pair` with `runs_on: subject`, or remove `health`"),
+            );
+        }
+        if let Err(problem) = expr::check_command_template(&health.probe) {
+            out.push(
+                Diagnostic::error("validator-template", format!("the health probe does not compile: {problem}"))
+                    .at(source, "health.probe")
+                    .help("see the minijinja syntax: `{{ … }}` and `{% … %}`"),
+            );
+        }
+        let limit = if health.cadence == Cadence::Fast { 50 } else { 86_400 };
+        if health.timeout.is_some_and(|seconds| seconds == 0 || seconds > limit) {
+            out.push(
+                Diagnostic::error(
+                    "validator-health",
+                    format!(
+                        "`health.timeout` must be between 1 and {limit} seconds for a {} probe",
+                        health.cadence.as_str()
+                    ),
+                )
+                .at(source, "health.timeout")
+                .help("Slurm kills the fast health check after 60 s: keep fast probes to a few seconds"),
+            );
+        }
     }
 
     fn check_steps(&self, source: &SourceFile, out: &mut Diagnostics) {

@@ -7,6 +7,7 @@ mod kubernetes;
 mod lab;
 mod lab_e2e;
 mod lab_firmware;
+mod lab_health;
 mod lab_monitoring;
 mod lab_package_cache;
 mod lab_reboot;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use toolkit::blueprint;
-use toolkit::compile::compile;
+use toolkit::deploy::health::compile;
 use toolkit::inventory;
 use toolkit::plan::state::State;
 use toolkit::render::Renderer;

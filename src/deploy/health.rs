@@ -1,0 +1,27 @@
+//! The cluster's configuration with its node health program: what `plan` and
+//! `deploy` compile.
+//!
+//! Stage: ops. Input: a checked blueprint, inventory and templates. Output:
+//! [`Compiled`], whose graph holds, besides the rendered resources, every compute
+//! node's health program and units — rendered from the validators, which the render
+//! stage cannot see, so they are added here.
+
+use crate::blueprint::LoadedBlueprint;
+use crate::compile::{Compiled, compile_with};
+use crate::diagnostic::Diagnostics;
+use crate::inventory::LoadedInventory;
+use crate::render::Renderer;
+
+/// Expands, renders (with the node health program) and builds the graph.
+///
+/// # Errors
+/// As [`crate::compile::compile`], and health checks that cannot be planned.
+pub fn compile(
+    blueprint: &LoadedBlueprint,
+    inventory: Option<&LoadedInventory>,
+    renderer: &Renderer,
+) -> Result<Compiled, Diagnostics> {
+    compile_with(blueprint, inventory, renderer, |model, out| {
+        crate::validate::health::extend(model, inventory.map(|loaded| &loaded.inventory), renderer, out)
+    })
+}

@@ -1,0 +1,134 @@
+use std::path::Path;
+
+use super::*;
+use crate::render::Renderer;
+
+fn lab_model() -> Model {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/blueprints/lab.yaml")).expect("lab");
+    let loaded = crate::blueprint::load::load_text(Path::new("lab.yaml"), text).expect("loads");
+    crate::model::expand(&loaded.blueprint).expect("expands")
+}
+
+fn lab_settings() -> Settings {
+    Settings { checks: [("dcgm-diag".to_owned(), OnFailure::Alert)].into(), ..Settings::default() }
+}
+
+fn lab_checks(fake: &[&str]) -> Vec<NodeChecks> {
+    let catalog = Catalog::builtin().unwrap_or_else(|problems| panic!("{}", problems.render()));
+    let fake: BTreeSet<String> = fake.iter().map(|name| (*name).to_owned()).collect();
+    plan(&catalog, &lab_model(), &lab_settings(), &fake).expect("plans")
+}
+
+#[test]
+fn every_compute_node_gets_the_validators_with_probes_and_their_limits() {
+    let nodes = lab_checks(&["node01", "node02", "node03", "node04"]);
+    assert_eq!(nodes.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(), ["node01", "node02", "node03", "node04"]);
+    let node02 = &nodes[1];
+    let summary: Vec<String> = node02
+        .checks
+        .iter()
+        .map(|check| {
+            format!(
+                "{} {} {} {} {}",
+                check.id,
+                check.subject,
+                check.cadence.as_str(),
+                check.action.as_str(),
+                if check.skipped.is_some() { "skipped" } else { "runs" }
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            "rail-links node02 fast drain runs",
+            "mtu node02+node03/rail0 fast alert runs",
+            "mtu node02+node03/rail1 fast alert runs",
+            "gpu-inventory node02 fast drain skipped",
+            "gpu-health node02 fast drain skipped",
+            "dcgm-diag node02 slow alert skipped",
+        ]
+    );
+    let rails = node02.checks.iter().find(|check| check.id == "rail-links").expect("rail-links");
+    // Derived from the model: 2 rails per node, both at the rail MTU.
+    assert_eq!(
+        rails.limits,
+        [
+            ResolvedLimit { measurement: "rails_up".into(), comparison: "==", value: 2.0, warning: false },
+            ResolvedLimit { measurement: "rails_mtu".into(), comparison: "==", value: 2.0, warning: false },
+        ]
+    );
+}
+
+#[test]
+fn the_script_of_a_lab_node() {
+    let nodes = lab_checks(&["node01", "node02", "node03", "node04"]);
+    let renderer = Renderer::embedded().expect("templates");
+    let text = script::render(&nodes[1], &renderer).expect("renders");
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn a_gpu_node_runs_its_gpu_checks() {
+    let nodes = lab_checks(&[]);
+    let node01 = &nodes[0];
+    let inventory = node01.checks.iter().find(|check| check.id == "gpu-inventory").expect("gpu-inventory");
+    assert_eq!(inventory.skipped, None);
+    let probe = inventory.probe.as_deref().expect("a probe");
+    assert!(probe.contains("awk -v product='NVIDIA H100 80GB HBM3' -v planned=4"), "{probe}");
+    assert_eq!(
+        inventory.limits.iter().filter(|limit| (limit.value - 4.0).abs() < 1e-9).count(),
+        2,
+        "{:?}",
+        inventory.limits
+    );
+}
+
+/// Runs `probe` with `sh`, the programs it calls replaced by scripts that print
+/// recorded outputs; returns what it printed.
+fn run_probe(probe: &str, programs: &[(&str, &str)]) -> String {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (name, fixture) in programs {
+        let path = dir.path().join(name);
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/parsers").join(fixture);
+        std::fs::write(&path, format!("#!/bin/sh\ncat '{}'\n", source.display())).expect("writes");
+        std::os::unix::fs::PermissionsExt::set_mode(&mut std::fs::metadata(&path).expect("meta").permissions(), 0o755);
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    }
+    let path = format!("{}:/usr/bin:/bin", dir.path().display());
+    let output = std::process::Command::new("sh").arg("-c").arg(probe).env("PATH", path).output().expect("sh runs");
+    String::from_utf8(output.stdout).expect("utf-8")
+}
+
+fn probe_of(id: &str) -> String {
+    let nodes = lab_checks(&[]);
+    nodes[0].checks.iter().find(|check| check.id == id).and_then(|check| check.probe.clone()).expect("a probe")
+}
+
+#[test]
+fn probes_read_recorded_tool_outputs() {
+    // 8 x H100 in the recorded table; the lab node plans 4.
+    let printed = run_probe(&probe_of("gpu-inventory"), &[("nvidia-smi", "nvidia_smi_8xh100_table.txt")]);
+    assert_eq!(
+        printed,
+        "gpus 8\nof_model 8\ndriver_major 560\ndetail 8 x NVIDIA H100 80GB HBM3 of 4 planned, driver 560.35.03\n"
+    );
+
+    let printed = run_probe(&probe_of("dcgm-diag"), &[("dcgmi", "dcgmi_diag_r3_8xh100_fail_no_fabricmanager.txt")]);
+    assert!(printed.starts_with("level 1\nfailed 1\n"), "{printed}");
+    assert!(printed.contains("runtime_error 0\n"), "{printed}");
+    assert!(printed.contains("detail GPU Memory Fail - All"), "{printed}");
+
+    let printed = run_probe(
+        &probe_of("gpu-health"),
+        &[
+            ("nvidia-smi", "nvidia_smi_q_page_retirement_8gpu_azure.txt"),
+            ("journalctl", "xid_journal_kernel_nvlink_open_gpu_kernel_modules_1150.txt"),
+        ],
+    );
+    assert!(
+        printed.starts_with("uncorrectable_ecc 0\nremap_pending 0\nretirement_pending 0\nthrottled 0\nkernel_log 0\n"),
+        "{printed}"
+    );
+    assert!(printed.contains("fatal_xids "), "{printed}");
+}
