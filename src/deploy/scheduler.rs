@@ -38,6 +38,12 @@ impl NodeStatus {
         self.drain && !self.busy
     }
 
+    /// In service: not drained and not down (a resume has nothing left to do).
+    #[must_use]
+    pub fn is_serving(&self) -> bool {
+        !self.is_unavailable()
+    }
+
     /// Out of service for the budget: drained, draining, down or failing.
     #[must_use]
     pub fn is_unavailable(&self) -> bool {
@@ -125,6 +131,11 @@ impl<'a, E: Executor> Slurm<'a, E> {
     }
 }
 
+/// How often a refused resume is tried, [`RESUME_RETRY`] apart: slurmd registers a few
+/// seconds after its restart.
+const RESUME_ATTEMPTS: u32 = 15;
+const RESUME_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// `scontrol show node` with no slurm.conf (or no slurmctld) fails at once instead
 /// of looking for a configless controller in DNS for 10 s.
 const SHOW_NODES: &str = r#"test -f "${SLURM_CONF:-/etc/slurm/slurm.conf}" || exit 3
@@ -153,7 +164,26 @@ impl<E: Executor> Scheduler for Slurm<'_, E> {
 
     async fn resume(&self, node: &str) -> Result<(), SchedulerError> {
         let nodename = format!("nodename={node}");
-        self.run(&["scontrol", "update", &nodename, "state=resume"]).await.map(drop)
+        let mut attempts = 0;
+        loop {
+            let Err(error) = self.run(&["scontrol", "update", &nodename, "state=resume"]).await else {
+                return Ok(());
+            };
+            // A node whose slurmd the change just restarted is refused ("Invalid node
+            // state specified") until it registers again, and registering may return it
+            // to service by itself (ReturnToService=2, after it was down): either way the
+            // resume is done once the node serves, and worth a retry while it does not.
+            attempts += 1;
+            if let Ok(Some(nodes)) = self.nodes().await
+                && nodes.get(node).is_some_and(NodeStatus::is_serving)
+            {
+                return Ok(());
+            }
+            if attempts >= RESUME_ATTEMPTS {
+                return Err(error);
+            }
+            tokio::time::sleep(RESUME_RETRY).await;
+        }
     }
 
     async fn jobs_on(&self, node: &str) -> Result<Vec<Job>, SchedulerError> {
@@ -222,6 +252,16 @@ mod tests {
         assert!(nodes["gpu01"].busy && !nodes["gpu01"].drain && !nodes["gpu01"].is_unavailable());
         assert!(nodes["gpu02"].is_empty_drained() && nodes["gpu02"].is_unavailable());
         assert!(nodes["gpu03"].is_unavailable(), "{:?}", nodes["gpu03"]);
+    }
+
+    #[test]
+    fn a_resume_is_done_once_the_node_serves() {
+        // Recorded on Slurm 22.05.8: gpu01 MIXED serves; gpu02 IDLE+DRAIN and gpu03 DOWN* do not.
+        let nodes = parse_nodes(&fixture("scontrol_22.05.8_show_node_4nodes.txt")).expect("parses");
+        assert!(nodes["gpu01"].is_serving());
+        assert!(!nodes["gpu02"].is_serving() && !nodes["gpu03"].is_serving());
+        let registering = parse_nodes("NodeName=n1 State=IDLE+DRAIN+NOT_RESPONDING\n").expect("parses");
+        assert!(!registering["n1"].is_serving(), "drained and not yet registered: retry");
     }
 
     #[test]
