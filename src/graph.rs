@@ -121,15 +121,11 @@ fn stable_order(graph: &DiGraph<usize, ()>) -> Option<Vec<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resource::{Desired, Target, TargetKind};
+    use crate::resource::{Desired, Target};
 
     fn package(target: &str, name: &str, after: &[&str]) -> Resource {
-        Resource::new(
-            Target { name: target.to_owned(), kind: TargetKind::Node },
-            name,
-            Desired::Package { name: name.to_owned() },
-        )
-        .after(after.iter().map(|id| ResourceId((*id).into())))
+        Resource::new(Target::node(target), name, Desired::Package { name: name.to_owned() })
+            .after(after.iter().map(|id| ResourceId((*id).into())))
     }
 
     #[test]

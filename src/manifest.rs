@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::inventory::Inventory;
-use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target, TargetKind};
+use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target};
 
 /// A manifest file.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -199,7 +199,7 @@ pub fn resources(manifest: &Manifest, base: &Path, inventory: &Inventory) -> Res
                 source,
             })
         };
-        let target = Target { name: host.clone(), kind: TargetKind::Node };
+        let target = Target::node(host);
         let mut previous: Option<ResourceId> = None;
         for (index, entry) in manifest.resources.iter().enumerate() {
             let kinds = usize::from(entry.template.is_some())

@@ -118,6 +118,20 @@ pub struct Target {
     pub kind: TargetKind,
 }
 
+impl Target {
+    /// The server `name`.
+    #[must_use]
+    pub fn node(name: &str) -> Self {
+        Self { name: name.to_owned(), kind: TargetKind::Node }
+    }
+
+    /// The switch `name`.
+    #[must_use]
+    pub fn switch(name: &str) -> Self {
+        Self { name: name.to_owned(), kind: TargetKind::Switch }
+    }
+}
+
 /// Kind of target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

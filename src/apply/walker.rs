@@ -450,11 +450,11 @@ mod tests {
     use super::*;
     use crate::apply::fake::{Call, FakeConnector, Script, fresh_debian};
     use crate::graph;
-    use crate::resource::{Content, Resource, ResourceId, Target, TargetKind};
+    use crate::resource::{Content, Resource, ResourceId, Target};
     use crate::transport::{ExitStatus, Output};
 
     fn target(host: &str) -> Target {
-        Target { name: host.to_owned(), kind: TargetKind::Node }
+        Target::node(host)
     }
 
     fn ids(list: &[&str]) -> Vec<ResourceId> {
@@ -838,13 +838,13 @@ mod scale {
     use super::*;
     use crate::apply::fake::{FakeConnector, Script, fresh_debian};
     use crate::graph;
-    use crate::resource::{Content, Resource, ResourceId, Target, TargetKind};
+    use crate::resource::{Content, Resource, ResourceId, Target};
 
     #[tokio::test]
     async fn thousands_of_hosts_behind_one_head_resource() {
         let file = |host: &str, path: &str, after: Option<&str>| {
             Resource::new(
-                Target { name: host.to_owned(), kind: TargetKind::Node },
+                Target::node(host),
                 path,
                 Desired::File {
                     path: path.to_owned(),

@@ -731,18 +731,14 @@ mod queued;
 mod tests {
     use super::*;
     use crate::resource::api::{BootEnabled, BootTarget};
-    use crate::resource::{Resource, Target, TargetKind};
+    use crate::resource::{Resource, Target};
 
     fn graph(items: Vec<ApiDesired>) -> ResourceGraph {
         let resources = items
             .into_iter()
             .map(|item| {
                 let name = item.name();
-                Resource::new(
-                    Target { name: item.target().to_owned(), kind: TargetKind::Node },
-                    &name,
-                    Desired::Api(Box::new(item)),
-                )
+                Resource::new(Target::node(item.target()), &name, Desired::Api(Box::new(item)))
             })
             .collect();
         crate::graph::build(resources).expect("graph")

@@ -216,10 +216,10 @@ mod tests {
     use super::*;
     use crate::apply::fake::{FakeConnector, Script, fresh_debian};
     use crate::resource::api::{ApiDesired, PowerState};
-    use crate::resource::{Desired, Resource, ResourceId, Target, TargetKind};
+    use crate::resource::{Desired, Resource, ResourceId, Target};
 
     fn target(name: &str) -> Target {
-        Target { name: name.to_owned(), kind: TargetKind::Node }
+        Target::node(name)
     }
 
     /// Per host: its power (API) and a package that waits for it.

@@ -191,7 +191,7 @@ mod tests {
     use super::*;
     use crate::apply::fake::{Call, FakeConnector, Script};
     use crate::plan::{self, diff::PlanInputs};
-    use crate::resource::{Reads, Target, TargetKind};
+    use crate::resource::{Reads, Target};
     use crate::transport::{ExitStatus, Output};
 
     fn words(list: &[&str]) -> Vec<String> {
@@ -199,7 +199,7 @@ mod tests {
     }
 
     fn command(name: &str, creates: Option<String>, unless: Option<Vec<String>>, reads: Option<Reads>) -> Resource {
-        let target = Target { name: "head".to_owned(), kind: TargetKind::Node };
+        let target = Target::node("head");
         Resource::new(
             target,
             name,
@@ -291,7 +291,7 @@ mod tests {
         let file = |name: &str, old: &str, new: &str| {
             let path = dir.path().join(name);
             std::fs::write(&path, old).expect("old file");
-            let target = Target { name: "node01".to_owned(), kind: TargetKind::Node };
+            let target = Target::node("node01");
             let path = path.display().to_string();
             Resource::new(
                 target,

@@ -217,10 +217,10 @@ pub(crate) fn unified_diff(path: &str, old: &str, new: &str) -> String {
 mod tests {
     use super::*;
     use crate::graph;
-    use crate::resource::{Content, Resource, ResourceId, Target, TargetKind};
+    use crate::resource::{Content, Resource, ResourceId, Target};
 
     fn node() -> Target {
-        Target { name: "node01".into(), kind: TargetKind::Node }
+        Target::node("node01")
     }
 
     fn conf(text: &str) -> Resource {

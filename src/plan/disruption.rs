@@ -265,10 +265,10 @@ pub(crate) mod tests {
     use crate::graph;
     use crate::plan::diff::{PlanInputs, diff};
     use crate::plan::state::State;
-    use crate::resource::{Content, OnChange, Resource, ResourceId, Target, TargetKind};
+    use crate::resource::{Content, OnChange, Resource, ResourceId, Target};
 
     fn target(name: &str) -> Target {
-        Target { name: name.to_owned(), kind: TargetKind::Node }
+        Target::node(name)
     }
 
     /// A root-owned 0644 file on node `host` whose change has `disruption`.

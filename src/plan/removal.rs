@@ -95,10 +95,10 @@ mod tests {
     use crate::graph;
     use crate::plan::diff::{PlanInputs, diff};
     use crate::plan::render;
-    use crate::resource::{Content, Desired, OnChange, Resource, Target, TargetKind};
+    use crate::resource::{Content, Desired, OnChange, Resource, Target};
 
     fn head() -> Target {
-        Target { name: "head".into(), kind: TargetKind::Node }
+        Target::node("head")
     }
 
     fn topology() -> Resource {

@@ -274,11 +274,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resource::{Content, Target, TargetKind};
+    use crate::resource::{Content, Target};
 
     fn file(path: &str, text: &str, secret: bool) -> Resource {
         Resource::new(
-            Target { name: "node01".into(), kind: TargetKind::Node },
+            Target::node("node01"),
             path,
             Desired::File {
                 path: path.into(),
@@ -322,7 +322,7 @@ mod tests {
     fn records_what_undoes_each_resource_and_where_it_came_in_the_order() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("state.json");
-        let target = Target { name: "head".into(), kind: TargetKind::Node };
+        let target = Target::node("head");
         let command = |name: &str, undo: Option<Vec<String>>| {
             Resource::new(
                 target.clone(),

@@ -14,7 +14,7 @@ use crate::inventory::Inventory;
 use crate::inventory::schema::Cloud;
 use crate::model::Model;
 use crate::resource::api::{ApiDesired, BootEnabled, BootTarget, PowerState, RailInterface};
-use crate::resource::{Desired, Resource, ResourceId, Target, TargetKind};
+use crate::resource::{Desired, Resource, ResourceId, Target};
 
 /// API resources and what the rest of the graph needs to know about them.
 #[derive(Debug, Default)]
@@ -29,13 +29,9 @@ pub struct ApiResources {
     pub firmware: BTreeMap<String, BTreeMap<String, String>>,
 }
 
-fn target(name: &str) -> Target {
-    Target { name: name.to_owned(), kind: TargetKind::Node }
-}
-
 fn resource(item: ApiDesired, after: impl IntoIterator<Item = ResourceId>) -> Resource {
     let name = item.name();
-    Resource::new(target(item.target()), &name, Desired::Api(Box::new(item))).after(after)
+    Resource::new(Target::node(item.target()), &name, Desired::Api(Box::new(item))).after(after)
 }
 
 /// The API resources of `model` on `inventory` (none without an inventory).

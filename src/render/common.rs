@@ -112,6 +112,24 @@ pub(crate) fn service(target: &Target, name: &str, watches: Vec<ResourceId>, on_
     .after(depends)
 }
 
+/// A oneshot boot unit's service: enabled for the next boot and run now, once its unit
+/// file and `after` (what already did its work on the running system) are in place.
+/// It watches nothing: the run-once command, not a restart, covers a new script.
+pub(crate) fn boot_unit(target: &Target, name: &str, unit_file: &Resource, after: &Resource) -> Resource {
+    Resource::new(
+        target.clone(),
+        name,
+        Desired::Service {
+            name: name.to_owned(),
+            enabled: true,
+            running: true,
+            watches: Vec::new(),
+            on_change: OnChange::Restart,
+        },
+    )
+    .after([unit_file.id.clone(), after.id.clone()])
+}
+
 /// A package installed by the OS package manager.
 pub(crate) fn package(target: &Target, name: &str) -> Resource {
     Resource::new(target.clone(), name, Desired::Package { name: name.to_owned() })
@@ -120,7 +138,6 @@ pub(crate) fn package(target: &Target, name: &str) -> Resource {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resource::TargetKind;
 
     #[test]
     fn sysctl_apply_reads_the_keys_its_file_sets() {
@@ -133,7 +150,7 @@ mod tests {
                 ("kernel.x".to_owned(), "a \t b".to_owned()),
             ]
         );
-        let target = Target { name: "node01".to_owned(), kind: TargetKind::Node };
+        let target = Target::node("node01");
         let content = Content::new("net.ipv4.ip_forward = 1\nnet/ipv4/conf/all/rp_filter = 2\n".to_owned());
         let resource = sysctl_apply(&target, "sysctl-test", "/etc/sysctl.d/t.conf", &content, "apply");
         let Desired::Command { argv, reads: Some(reads), creates: None, unless: None, .. } = &resource.desired else {

@@ -27,7 +27,7 @@ use crate::model::software::Stack;
 use crate::model::{Group, Model};
 use crate::render::common::{APPLIED_DIR, apply_once, file, package};
 use crate::render::{RenderError, Renderer, package_cache};
-use crate::resource::{Content, Desired, Disruption, OnChange, Resource, ResourceId, Target, TargetKind};
+use crate::resource::{Content, Desired, Disruption, OnChange, Resource, ResourceId, Target};
 
 /// Templates of this module: `(name under templates/, text)`.
 pub const TEMPLATES: &[(&str, &str)] = &[
@@ -102,7 +102,7 @@ pub fn render(
         // (thousands of nodes per group; formatting each one's scripts was most of the
         // time of this stage).
         let start = out.len();
-        let first = node_target(first_name);
+        let first = Target::node(first_name);
         node_resources(&first, stack, &files, out);
         let pyxis = if slurm
             && group.has_role(Role::Compute)
@@ -117,7 +117,7 @@ pub fn render(
         for (position, &name) in real.iter().enumerate() {
             with_stack.insert(name);
             if position > 0 {
-                let target = node_target(name);
+                let target = Target::node(name);
                 for index in start..end {
                     let copy = retarget(&out[index], &target);
                     out.push(copy);
@@ -137,7 +137,7 @@ pub fn render(
                     continue;
                 }
                 let has_curl = with_stack.contains(node.name.as_str());
-                pyxis_resources(&node_target(&node.name), version, plugstack, has_curl, out);
+                pyxis_resources(&Target::node(&node.name), version, plugstack, has_curl, out);
             }
         }
     }
@@ -180,10 +180,6 @@ fn rename(id: &ResourceId, from: &str, to: &str) -> ResourceId {
 /// Whether the inventory marks `name` as a node without real GPUs and NICs (the lab's).
 pub(crate) fn is_fake(inventory: Option<&Inventory>, name: &str) -> bool {
     inventory.and_then(|inventory| inventory.hosts.get(name)).is_some_and(|host| host.fake_gpu_devices)
-}
-
-fn node_target(name: &str) -> Target {
-    Target { name: name.to_owned(), kind: TargetKind::Node }
 }
 
 /// slurmd loads SPANK plugins once, at start (spank(8): "if configuration is changed or
@@ -613,7 +609,7 @@ mod tests {
     /// Runs the guard of [`driver_install`] here, against this host's dpkg database.
     fn guard_passes(pin: &str, packages: &[&str]) -> bool {
         let packages: Vec<String> = packages.iter().map(|name| (*name).to_owned()).collect();
-        let resource = driver_install(&node_target("here"), pin, &packages);
+        let resource = driver_install(&Target::node("here"), pin, &packages);
         let Desired::Command { unless: Some(unless), .. } = resource.desired else { panic!("a guarded command") };
         Command::new(&unless[0]).args(&unless[1..]).status().expect("sh runs").success()
     }
@@ -621,7 +617,7 @@ mod tests {
     #[test]
     fn a_copy_renames_its_own_targets_ids_only() {
         let prototype = service(
-            &node_target("gpu001"),
+            &Target::node("gpu001"),
             "nvidia-dcgm",
             vec![ResourceId::new("gpu001", "package", "dcgm"), ResourceId::new("ctl01", "package", "slurmctld")],
         );
@@ -629,7 +625,7 @@ mod tests {
         if let Desired::Service { watches, .. } = &mut prototype.desired {
             watches.push(ResourceId::new("gpu001", "file", "/etc/dcgm.conf"));
         }
-        let copy = retarget(&prototype, &node_target("gpu0012"));
+        let copy = retarget(&prototype, &Target::node("gpu0012"));
         assert_eq!(copy.id.as_str(), "gpu0012:service:nvidia-dcgm");
         assert_eq!(copy.target.name, "gpu0012");
         let after: Vec<&str> = copy.depends_on.iter().map(ResourceId::as_str).collect();

@@ -30,7 +30,7 @@ use crate::render::common::{apply_once, file, package, service, sysctl_apply};
 use crate::render::links::{LinkName, LinkNamer};
 use crate::render::switch;
 use crate::render::{RenderError, Renderer};
-use crate::resource::{Content, Desired, Disruption, OnChange, Resource, ResourceId, Target, TargetKind};
+use crate::resource::{Content, Desired, Disruption, OnChange, Resource, ResourceId, Target};
 use crate::topology::ports::is_interface_name;
 
 /// Templates of this module: `(name under templates/, text)`.
@@ -58,10 +58,6 @@ pub const UNIT_DIR: &str = "/etc/systemd/system";
 /// root stays squashed.
 const EXPORT_OPTIONS: &str = "rw,sync,no_subtree_check";
 
-fn node_target(name: &str) -> Target {
-    Target { name: name.to_owned(), kind: TargetKind::Node }
-}
-
 /// Appends this module's resources.
 ///
 /// # Errors
@@ -83,7 +79,7 @@ pub fn render(
         model.groups.iter().map(|group| module_options(&group.module_options)).collect();
     out.reserve(model.nodes.len() * 8);
     for node in &model.nodes {
-        let target = node_target(&node.name);
+        let target = Target::node(&node.name);
         let hosts_file = file(&target, HOSTS, hosts.clone(), 0o644);
         let hosts_id = hosts_file.id.clone();
         out.push(hosts_file);

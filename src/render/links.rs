@@ -13,9 +13,9 @@
 
 use serde::Serialize;
 
-use crate::render::common::{apply_once, file};
+use crate::render::common::{apply_once, boot_unit, file};
 use crate::render::{RenderError, Renderer};
-use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target};
+use crate::resource::{Content, Resource, ResourceId, Target};
 use crate::topology::ports::{MAX_INTERFACE_NAME, is_interface_name};
 
 /// Templates of this module: `(name under templates/, text)`.
@@ -135,18 +135,7 @@ impl<'a> LinkNamer<'a> {
             "name network interfaces by MAC address (rail0, swp26…) before they are configured",
         )
         .after([script_file.id.clone()]);
-        let service = Resource::new(
-            target.clone(),
-            SERVICE,
-            Desired::Service {
-                name: SERVICE.to_owned(),
-                enabled: true,
-                running: true,
-                watches: Vec::new(),
-                on_change: OnChange::Restart,
-            },
-        )
-        .after([unit_file.id.clone(), apply.id.clone()]);
+        let service = boot_unit(target, SERVICE, &unit_file, &apply);
         let done = apply.id.clone();
         out.extend([script_file, unit_file, apply, service]);
         Ok(Some(done))
@@ -156,10 +145,10 @@ impl<'a> LinkNamer<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resource::TargetKind;
+    use crate::resource::Desired;
 
     fn target() -> Target {
-        Target { name: "node01".to_owned(), kind: TargetKind::Node }
+        Target::node("node01")
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::model::Model;
 use crate::render::common::{file, package, service};
 use crate::render::switch;
 use crate::render::{RenderError, Renderer};
-use crate::resource::{Content, OnChange, Resource, Target, TargetKind};
+use crate::resource::{Content, OnChange, Resource, Target};
 
 /// Templates of this module: `(name under templates/, text)`.
 pub const TEMPLATES: &[(&str, &str)] =
@@ -38,17 +38,13 @@ pub fn render(
     if model.fabric.kind != FabricKind::Roce {
         return Ok(());
     }
-    let nodes = model
-        .nodes
-        .iter()
-        .filter(|node| !node.rails.is_empty())
-        .map(|node| Target { name: node.name.clone(), kind: TargetKind::Node });
+    let nodes = model.nodes.iter().filter(|node| !node.rails.is_empty()).map(|node| Target::node(&node.name));
     let switches = model
         .fabric
         .switches
         .iter()
         .filter(|sw| switch::platform(model, inventory, &sw.name).is_none_or(|platform| platform.os == SwitchOs::Frr))
-        .map(|sw| Target { name: sw.name.clone(), kind: TargetKind::Switch });
+        .map(|sw| Target::switch(&sw.name));
     for target in nodes.chain(switches) {
         let text = renderer.render("lldp/toolkit.conf.j2", minijinja::context! { hostname => &target.name })?;
         let lldpd = package(&target, "lldpd");

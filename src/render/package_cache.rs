@@ -22,7 +22,7 @@ use crate::blueprint::schema::Role;
 use crate::model::Model;
 use crate::render::common::{file, package, service};
 use crate::render::{RenderError, Renderer};
-use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target, TargetKind};
+use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target};
 
 /// Templates of this module: `(name under templates/, text)`.
 pub const TEMPLATES: &[(&str, &str)] = &[
@@ -117,7 +117,7 @@ pub fn render(model: &Model, renderer: &Renderer, out: &mut Vec<Resource>) -> Re
     let Some(source) = resolve(model) else { return Ok(()) };
     let (proxy, what, cache_host, ready) = match &source {
         PackageSource::Cache { host, url, port, upstream_proxy } => {
-            let target = node_target(host);
+            let target = Target::node(host);
             let conf = Content::new(renderer.render(
                 "packages/apt-cacher-ng.conf.j2",
                 CacheConf { port: *port, upstream_proxy: upstream_proxy.as_deref() },
@@ -134,7 +134,7 @@ pub fn render(model: &Model, renderer: &Renderer, out: &mut Vec<Resource>) -> Re
     // One content for every node: the same bytes, hashed once.
     let conf = Content::new(renderer.render("packages/apt-proxy.conf.j2", ProxyConf { what: &what, url: proxy })?);
     for node in model.nodes.iter().filter(|node| Some(node.name.as_str()) != cache_host) {
-        out.push(file(&node_target(&node.name), APT_PROXY, conf.clone(), 0o644).after(ready.clone()));
+        out.push(file(&Target::node(&node.name), APT_PROXY, conf.clone(), 0o644).after(ready.clone()));
     }
     Ok(())
 }
@@ -160,10 +160,6 @@ pub fn order_package_installs(resources: &mut [Resource]) {
             resource.depends_on.push(proxy.clone());
         }
     }
-}
-
-fn node_target(name: &str) -> Target {
-    Target { name: name.to_owned(), kind: TargetKind::Node }
 }
 
 #[cfg(test)]

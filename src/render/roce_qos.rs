@@ -21,10 +21,10 @@ use serde::Serialize;
 use crate::blueprint::schema::FabricKind;
 use crate::inventory::Inventory;
 use crate::model::Model;
-use crate::render::common::{apply_once, file};
+use crate::render::common::{apply_once, boot_unit, file};
 use crate::render::gpu_stack::is_fake;
 use crate::render::{RenderError, Renderer};
-use crate::resource::{Content, Desired, Disruption, OnChange, Resource, ResourceId, Target, TargetKind};
+use crate::resource::{Content, Disruption, Resource, ResourceId, Target};
 use crate::topology::ports::is_interface_name;
 use crate::topology::qos::{HostQos, host_qos};
 
@@ -100,7 +100,7 @@ pub fn render(
             },
         )?);
         for node in nodes {
-            let target = Target { name: node.name.clone(), kind: TargetKind::Node };
+            let target = Target::node(&node.name);
             node_resources(&target, &ofed, &script, &unit, out);
         }
     }
@@ -121,17 +121,6 @@ fn node_resources(target: &Target, ofed: &[String], script: &Content, unit: &Con
     )
     .after([script_file.id.clone()])
     .disrupts(Disruption::Drain);
-    let service = Resource::new(
-        target.clone(),
-        SERVICE,
-        Desired::Service {
-            name: SERVICE.to_owned(),
-            enabled: true,
-            running: true,
-            watches: Vec::new(),
-            on_change: OnChange::Restart,
-        },
-    )
-    .after([unit_file.id.clone(), apply.id.clone()]);
+    let service = boot_unit(target, SERVICE, &unit_file, &apply);
     out.extend([script_file, unit_file, apply, service]);
 }

@@ -25,7 +25,7 @@ use crate::inventory::{Inventory, SecretRef};
 use crate::model::Model;
 use crate::model::slurm::{self as slurm_model, SlurmConfig, SlurmHost};
 use crate::render::{RenderError, Renderer};
-use crate::resource::{Content, Desired, Disruption, OnChange, Reads, Resource, ResourceId, Target, TargetKind};
+use crate::resource::{Content, Desired, Disruption, OnChange, Reads, Resource, ResourceId, Target};
 
 /// Templates of this module: `(name under templates/, text)`.
 pub const TEMPLATES: &[(&str, &str)] = &[
@@ -247,7 +247,7 @@ systemd-tmpfiles --create "$conf""##;
     let exist = r#"for i in $(seq 0 "$1"); do test -c /dev/nvidia$i || exit 1; done
 grep -qx "c /dev/nvidia$1 0666 root root - 195:$1" /etc/tmpfiles.d/toolkit-fake-gpus.conf"#;
     Resource::new(
-        node(host),
+        Target::node(host),
         "fake-gpu-devices",
         Desired::Command {
             argv: strings(["sh", "-c", create, "sh", &last]),
@@ -272,10 +272,6 @@ fn invalid(message: &str) -> RenderError {
         template: "slurm".to_owned(),
         source: minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, message.to_owned()),
     }
-}
-
-fn node(name: &str) -> Target {
-    Target { name: name.to_owned(), kind: TargetKind::Node }
 }
 
 fn package_id(host: &str, name: &str) -> ResourceId {
@@ -304,7 +300,7 @@ struct FileSpec<'a> {
 
 fn file(host: &str, spec: &FileSpec<'_>) -> Resource {
     Resource::new(
-        node(host),
+        Target::node(host),
         spec.path,
         Desired::File {
             path: spec.path.to_owned(),
@@ -319,12 +315,12 @@ fn file(host: &str, spec: &FileSpec<'_>) -> Resource {
 }
 
 fn package(host: &str, name: &str) -> Resource {
-    Resource::new(node(host), name, Desired::Package { name: name.to_owned() })
+    Resource::new(Target::node(host), name, Desired::Package { name: name.to_owned() })
 }
 
 fn service(host: &str, name: &str, watches: Vec<ResourceId>) -> Resource {
     Resource::new(
-        node(host),
+        Target::node(host),
         name,
         Desired::Service { name: name.to_owned(), enabled: true, running: true, watches, on_change: OnChange::Restart },
     )
@@ -332,7 +328,7 @@ fn service(host: &str, name: &str, watches: Vec<ResourceId>) -> Resource {
 
 fn command(host: &str, name: &str, argv: Vec<String>, unless: Vec<String>, description: String) -> Resource {
     Resource::new(
-        node(host),
+        Target::node(host),
         name,
         Desired::Command { argv, creates: None, unless: Some(unless), description, undo: None, reads: None },
     )
@@ -785,7 +781,7 @@ fn set_command(
         wanted: fields.iter().map(|(key, value)| ((*key).to_owned(), value.clone())).collect(),
     };
     Resource::new(
-        node(host),
+        Target::node(host),
         name,
         Desired::Command {
             argv: sacctmgr(&argv),

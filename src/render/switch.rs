@@ -20,7 +20,7 @@ use crate::model::Model;
 use crate::render::common::{apply_once, owned_file, package, sysctl_apply};
 use crate::render::links::{LinkName, LinkNamer};
 use crate::render::{RenderError, Renderer};
-use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target, TargetKind};
+use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target};
 use crate::topology::ports::{self, DEFAULT_PORT_PREFIX, Direction, FabricPort, HOST_INTERFACE, HOST_VLAN};
 use crate::topology::qos::{CNP_PRIORITY, DEFAULT_PRIORITY as DEFAULT_ROCE_PRIORITY, roce_priority};
 use crate::topology::{Switch, SwitchRole};
@@ -198,7 +198,7 @@ fn render_ethernet(
                         Some(namer) => namer,
                         None => link_namer.insert(LinkNamer::new(renderer)?),
                     };
-                    namer.render(&switch_target(&switch.name), &links, out)?
+                    namer.render(&Target::switch(&switch.name), &links, out)?
                 };
                 let sessions = sessions_of[index];
                 render_frr(&view, shared, ports_named, sessions, renderer, out)?;
@@ -341,10 +341,6 @@ impl FrrShared {
     }
 }
 
-fn switch_target(name: &str) -> Target {
-    Target { name: name.to_owned(), kind: TargetKind::Switch }
-}
-
 /// The inventory's `port_macs` of switch `name`, checked.
 fn port_links(inventory: Option<&Inventory>, name: &str) -> Result<Vec<LinkName>, RenderError> {
     let Some(switch) = inventory.and_then(|inventory| inventory.switches.get(name)) else {
@@ -364,7 +360,7 @@ fn render_frr(
     renderer: &Renderer,
     out: &mut Vec<Resource>,
 ) -> Result<(), RenderError> {
-    let target = switch_target(view.hostname);
+    let target = Target::switch(view.hostname);
     let config = Content::new(renderer.render("frr/frr.conf.j2", view)?);
     let frr = package(&target, "frr");
     // frr-reload.py, which `systemctl reload frr` runs, ships in frr-pythontools.
@@ -528,7 +524,7 @@ fn render_nvue(
     renderer: &Renderer,
     out: &mut Vec<Resource>,
 ) -> Result<(), RenderError> {
-    let target = switch_target(view.hostname);
+    let target = Target::switch(view.hostname);
     let nvue = NvueContext {
         switch: view,
         host_vlan: HOST_VLAN,
@@ -649,7 +645,7 @@ fn render_opensm(
         PartitionsContext { cluster: &model.name, partitions: partition_views(spec, model.fabric.switch_mtu)? },
     )?);
     for (rank, host) in sm_hosts.iter().enumerate() {
-        let target = Target { name: (*host).to_owned(), kind: TargetKind::Node };
+        let target = Target::node(host);
         let sm_priority = TOP_SM_PRIORITY.saturating_sub(u8::try_from(rank).unwrap_or(u8::MAX));
         let conf = Content::new(renderer.render(
             "opensm/opensm.conf.j2",
@@ -715,7 +711,7 @@ mod tests {
         let vtysh = dir.path().join("vtysh");
         std::fs::write(&vtysh, format!("#!/bin/sh\ncat {}\n", answer.display())).expect("write");
         std::fs::set_permissions(&vtysh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
-        let target = Target { name: "leaf0".to_owned(), kind: TargetKind::Switch };
+        let target = Target::switch("leaf0");
         let Desired::Command { unless: Some(argv), .. } = bgp_verify(&target, expected).desired else {
             panic!("a guarded command")
         };

@@ -143,12 +143,13 @@ impl Lab<'_> {
 
 /// Each node drained once, and no two drains overlap. A failure recorded as the
 /// drain's new reason is the same drain going on (slurmdbd opens an event per reason).
-fn assert_one_at_a_time(events: &[(String, String, String, String)], nodes: &[&str]) {
+/// `deploys` is what the deploys printed, shown when the assertion fails.
+fn assert_one_at_a_time(events: &[(String, String, String, String)], nodes: &[&str], deploys: &str) {
     let events: Vec<&(String, String, String, String)> =
         events.iter().filter(|event| !event.3.contains(" failed: ")).collect();
     let mut drained: Vec<&str> = events.iter().map(|event| event.0.as_str()).collect();
     drained.sort_unstable();
-    assert_eq!(drained, nodes, "each node drained by toolkit exactly once: {events:#?}");
+    assert_eq!(drained, nodes, "each node drained by toolkit exactly once: {events:#?}\n{deploys}");
     for pair in events.windows(2) {
         assert!(pair[0].2 <= pair[1].1, "two nodes drained at once: {pair:#?}");
     }
@@ -189,7 +190,7 @@ fn rolling_mtu_change_keeps_the_job(lab: &Lab<'_>) {
     let state = lab.exec_ok("head", &["sacct", "-n", "-X", "-P", "-j", &job, "-o", "State"]);
     assert_eq!(state.trim(), "COMPLETED", "the job running during the change completes");
     let events = lab.drains_since(&since, 4);
-    assert_one_at_a_time(&events, &NODES);
+    assert_one_at_a_time(&events, &NODES, &text(&deploy.stderr));
     assert!(
         events[0].0 == "node01" && events[0].3.contains("drain: /etc/netplan/60-toolkit-rails.yaml"),
         "{events:#?}"
@@ -233,7 +234,13 @@ fn failing_check_stops_and_the_rerun_resumes(lab: &Lab<'_>) {
     let rerun = lab.deploy(&[]);
     assert_success(&rerun, "the rerun after the fix");
     let events = lab.drains_since(&since, 4);
-    assert_one_at_a_time(&events, &NODES);
+    let deploys = format!(
+        "the failing deploy:\n{}\nthe rerun:\n{}\n{}",
+        text(&deploy.stderr),
+        text(&rerun.stdout),
+        text(&rerun.stderr)
+    );
+    assert_one_at_a_time(&events, &NODES, &deploys);
     assert_eq!(lab.rail_mtu("node04"), 7000);
     lab.wait_all_idle();
     lab.assert_plan_clean("after the resumed rollout");
@@ -278,7 +285,7 @@ fn killed_rollout_resumes_without_draining_again(lab: &Lab<'_>) {
     let rerun = lab.deploy(&[]);
     assert_success(&rerun, "the rerun after the kill");
     let events = lab.drains_since(&since, 4);
-    assert_one_at_a_time(&events, &NODES);
+    assert_one_at_a_time(&events, &NODES, &format!("the killed deploy:\n{log}\nthe rerun:\n{}", text(&rerun.stderr)));
     for node in NODES {
         assert_eq!(lab.rail_mtu(node), 6000, "{node}");
     }

@@ -13,7 +13,7 @@ use crate::graph;
 use crate::plan::diff::{PlanInputs, diff};
 use crate::plan::disruption::classify;
 use crate::plan::disruption::tests::file;
-use crate::resource::{Content, Resource, Target, TargetKind};
+use crate::resource::{Content, Resource, Target};
 
 const RAILS: &str = "/etc/netplan/60-toolkit-rails.yaml";
 
@@ -503,7 +503,7 @@ async fn bench_rollout_4096_nodes() {
 #[tokio::test]
 async fn switches_that_restart_go_one_at_a_time_before_anything_else() {
     let switch = |name: &str, text: &str| {
-        let target = Target { name: name.into(), kind: TargetKind::Switch };
+        let target = Target::switch(name);
         let conf = Resource::new(
             target.clone(),
             "/etc/frr/frr.conf",
@@ -612,7 +612,7 @@ fn bmc_cluster(nodes: &[&str]) -> Cluster {
     let mut resources = Vec::new();
     let mut observed = BTreeMap::new();
     for node in nodes {
-        let target = Target { name: (*node).to_owned(), kind: TargetKind::Node };
+        let target = Target::node(node);
         let items = [
             ApiDesired::Firmware {
                 host: (*node).to_owned(),

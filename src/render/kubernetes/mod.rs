@@ -25,7 +25,7 @@ use crate::model::Model;
 use crate::model::kubernetes::{self, KubeModel};
 use crate::resource::api::{ApiDesired, KUBERNETES_TARGET};
 use crate::resource::kube::{FIELD_MANAGER, KubeObject, MANAGED_BY_LABEL};
-use crate::resource::{Desired, Resource, ResourceId, Target, TargetKind};
+use crate::resource::{Desired, Resource, ResourceId, Target};
 
 /// An object with the ids it waits for.
 #[derive(Debug, Clone)]
@@ -91,7 +91,7 @@ pub fn resources(model: &Model) -> Vec<Resource> {
     let mut out: Vec<Resource> = objects(model)
         .into_iter()
         .map(|planned| {
-            let target = Target { name: KUBERNETES_TARGET.to_owned(), kind: TargetKind::Node };
+            let target = Target::node(KUBERNETES_TARGET);
             let item = ApiDesired::Kubernetes(Box::new(planned.object));
             let name = item.name();
             Resource::new(target, &name, Desired::Api(Box::new(item))).after(planned.after)
@@ -100,7 +100,7 @@ pub fn resources(model: &Model) -> Vec<Resource> {
     if let Some(kube) = kubernetes::expand(model)
         && let Some(host) = model.first_with(Role::Controller)
     {
-        let host = Target { name: host.name.clone(), kind: TargetKind::Node };
+        let host = Target::node(&host.name);
         for (chart, values) in charts(model, &kube) {
             out.extend(helm::resources(&host, &chart, &values));
         }

@@ -9,7 +9,7 @@ use super::script;
 use super::{NodeChecks, Settings};
 use crate::render::common::{file, service};
 use crate::render::{RenderError, Renderer};
-use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target, TargetKind};
+use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target};
 use crate::validate::spec::Cadence;
 
 pub use crate::render::health::PROGRAM;
@@ -36,7 +36,7 @@ pub fn resources(
 ) -> Result<Vec<(String, ResourceId)>, RenderError> {
     let mut programs = Vec::new();
     for checks in nodes {
-        let target = Target { name: checks.node.clone(), kind: TargetKind::Node };
+        let target = Target::node(&checks.node);
         let text = script::render(checks, renderer)?;
         let directory = Resource::new(
             target.clone(),
