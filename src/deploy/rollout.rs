@@ -129,18 +129,6 @@ impl RolloutReport {
     }
 }
 
-/// Whether toolkit drained the node: this rollout, or the node's own health check.
-/// A health drain is taken over: the check's expectations were updated with the
-/// blueprint before the node's wave (a rail MTU the node gets only in its wave fails
-/// it meanwhile); the wave's own checks decide, and the health check drains the node
-/// again after the resume if it still fails.
-fn drained_by_toolkit(status: &NodeStatus, prefix: &str) -> bool {
-    status
-        .reason
-        .as_deref()
-        .is_some_and(|reason| reason.starts_with(prefix) || reason.starts_with(crate::validate::health::REASON_PREFIX))
-}
-
 /// `toolkit:rollout <id>`: what every drain reason of the rollout starts with.
 #[must_use]
 pub fn reason_prefix(id: &str) -> String {
@@ -680,7 +668,9 @@ impl<'a> Run<'a> {
                 continue;
             }
             let status = snapshot.get(host);
-            let theirs = status.is_some_and(|status| status.drain && !drained_by_toolkit(status, &prefix));
+            let theirs = status.is_some_and(|status| {
+                status.drain && !status.reason.as_deref().is_some_and(|reason| reason.starts_with(&prefix))
+            });
             if theirs {
                 if let Some(node) = self.rollout().nodes.get_mut(host) {
                     node.held_by_other = true;

@@ -413,25 +413,6 @@ async fn nodes_drained_by_someone_else_are_changed_but_left_drained_and_count_ag
     assert!(slurm.events().is_empty());
 }
 
-#[tokio::test]
-async fn a_node_its_health_check_drained_is_taken_over_by_its_wave_and_resumed() {
-    // node03's health check already expects the new MTU its wave brings: it failed and
-    // drained the node while it waited. The wave drains it as its own and resumes it.
-    let cluster = cluster(&NODES, "mtu 8000", Disruption::Drain, "2");
-    let slurm = FakeSlurm::with(&NODES);
-    slurm.drain_by_admin("node03", "toolkit:health rail-links: rail0 MTU 9000 (planned 8000)");
-    let connector = FakeConnector::new(Script::new(fresh_debian));
-    let hooks = Hooks::default();
-    let (report, _) = roll(&cluster, cluster.state.clone(), &connector, &slurm, &hooks, &options()).await;
-    assert!(report.is_success(), "{report:#?}");
-    assert!(
-        slurm.events().iter().any(|event| event.starts_with("drain node03: toolkit:rollout")),
-        "{:?}",
-        slurm.events()
-    );
-    assert!(!slurm.status("node03").drain, "resumed after its wave");
-}
-
 /// Three of the four nodes change, budget 1.
 fn cluster_three() -> Cluster {
     let mut three = cluster(&NODES[..3], "mtu 8000", Disruption::Drain, "1");
