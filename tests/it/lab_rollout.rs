@@ -78,7 +78,7 @@ impl Lab<'_> {
     }
 
     /// Drain events since `since`: (node, start, end, reason), in start order; waits
-    /// until there are `at_least` closed ones (slurmdbd records them a moment later).
+    /// until there are `at_least` closed drains (slurmdbd records them a moment later).
     fn drains_since(&self, since: &str, at_least: usize) -> Vec<(String, String, String, String)> {
         let start = format!("Start={since}");
         let deadline = Instant::now() + Duration::from_mins(1);
@@ -101,7 +101,10 @@ impl Lab<'_> {
                 })
                 .collect();
             events.sort_by(|a, b| a.1.cmp(&b.1));
-            let closed = events.iter().filter(|event| event.2 != "Unknown").count();
+            // A failure re-reasons a drain (slurmdbd opens an event per reason): it is
+            // not one more drain to wait for, or the wait ends before the last node's
+            // event reaches slurmdbd (slurmctld sends events asynchronously).
+            let closed = events.iter().filter(|event| event.2 != "Unknown" && !event.3.contains(" failed: ")).count();
             if closed >= at_least {
                 return events;
             }
