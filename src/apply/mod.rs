@@ -15,6 +15,8 @@ pub mod walker;
 
 #[cfg(test)]
 pub(crate) mod fake;
+#[cfg(test)]
+pub(crate) mod sim;
 
 use std::collections::BTreeSet;
 

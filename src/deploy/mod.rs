@@ -16,6 +16,8 @@ pub mod observe;
 pub mod ops;
 pub mod reboot;
 pub mod rollout;
+#[cfg(test)]
+mod scale_bench;
 pub mod scheduler;
 pub mod secrets;
 
