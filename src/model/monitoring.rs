@@ -16,6 +16,8 @@ use crate::inventory::{Inventory, SwitchOs};
 use crate::model::Model;
 use crate::topology::SwitchRole;
 
+/// Port of Prometheus' web UI and HTTP API (the Debian package's default).
+pub const PROMETHEUS_PORT: u16 = 9090;
 /// Port of prometheus-node-exporter.
 pub const NODE_EXPORTER_PORT: u16 = 9100;
 /// Port of prometheus-frr-exporter.
@@ -38,8 +40,11 @@ pub struct MonitoringModel {
     pub switches: Vec<ScrapeTarget>,
     /// Switches running FRR, scraped by the FRR exporter (RoCE fabrics only).
     pub frr_switches: Vec<ScrapeTarget>,
-    /// Nodes with real GPUs (not the lab's fake devices), scraped by the DCGM exporter.
+    /// Nodes with real GPUs (not the lab's fake devices) and DCGM 4, where toolkit
+    /// deploys the DCGM exporter and Prometheus scrapes it.
     pub gpu_nodes: Vec<ScrapeTarget>,
+    /// The DCGM exporter of each of `gpu_nodes`, in the same order.
+    pub dcgm_exporters: Vec<DcgmExporter>,
     /// Rail interfaces: (rail, netdev name) pairs over all node groups.
     pub rails: Vec<(u32, String)>,
     /// Shared filesystems: mount point and the node groups that mount it.
@@ -48,6 +53,19 @@ pub struct MonitoringModel {
     pub tenants: Vec<(String, u32)>,
     /// Whether Slurm schedules the cluster (the Slurm view runs on its controller).
     pub slurm_controller: Option<String>,
+}
+
+/// The DCGM exporter on one GPU node: what it is installed after and pinned to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DcgmExporter {
+    /// Node name.
+    pub node: String,
+    /// The node's DCGM package (the exporter reads its host engine).
+    pub dcgm_package: String,
+    /// The exporter's package.
+    pub package: &'static str,
+    /// Its apt version pin, following DCGM's major (`4.*`).
+    pub pin: String,
 }
 
 /// One exporter endpoint's host: its name (the `instance` label) and address.
@@ -68,29 +86,19 @@ pub fn monitoring(model: &Model, inventory: Option<&Inventory>) -> Option<Monito
     let controller = model.first_with(Role::Controller).map(|node| node.name.clone());
     let host =
         settings.host.clone().or_else(|| controller.clone()).or_else(|| model.nodes.first().map(|n| n.name.clone()))?;
-    let nodes: Vec<ScrapeTarget> = model
-        .nodes
-        .iter()
-        .map(|node| ScrapeTarget {
-            name: node.name.clone(),
-            address: inventory
-                .and_then(|inventory| inventory.hosts.get(&node.name))
-                .map_or_else(|| node.mgmt_address.to_string(), |host| host.address.clone()),
-            group: model.groups.get(node.group).map_or_else(String::new, |group| group.name.clone()),
-        })
-        .collect();
-    let switches: Vec<ScrapeTarget> = model
-        .fabric
-        .switches
-        .iter()
-        .map(|switch| ScrapeTarget {
-            name: switch.name.clone(),
-            address: inventory
-                .and_then(|inventory| inventory.switches.get(&switch.name))
-                .map_or_else(|| switch.name.clone(), |entry| entry.address.clone()),
-            group: role_name(switch.role).to_owned(),
-        })
-        .collect();
+    let hosts = model.nodes.iter().map(|node| {
+        let known = inventory.and_then(|inventory| inventory.hosts.get(&node.name)).map(|host| host.address.as_str());
+        let group = model.groups.get(node.group).map_or("", |group| group.name.as_str());
+        (&node.name, known, node.mgmt_address.to_string(), group)
+    });
+    let nodes: Vec<ScrapeTarget> = hosts.map(scrape_target).collect();
+    // A switch the inventory does not list is reached by its name.
+    let fabric = model.fabric.switches.iter().map(|switch| {
+        let known =
+            inventory.and_then(|inventory| inventory.switches.get(&switch.name)).map(|entry| entry.address.as_str());
+        (&switch.name, known, switch.name.clone(), role_name(switch.role))
+    });
+    let switches: Vec<ScrapeTarget> = fabric.map(scrape_target).collect();
     let roce = model.fabric.kind == schema::FabricKind::Roce;
     let frr_switches = switches
         .iter()
@@ -101,18 +109,21 @@ pub fn monitoring(model: &Model, inventory: Option<&Inventory>) -> Option<Monito
         })
         .cloned()
         .collect();
-    let gpu_nodes = model
+    let (gpu_nodes, dcgm_exporters) = model
         .nodes
         .iter()
         .zip(&nodes)
         .filter(|(node, _)| {
-            model.groups.get(node.group).is_some_and(|group| group.gpu.is_some() && group.gpus_per_node > 0)
-        })
-        .filter(|(node, _)| {
             !inventory.and_then(|inventory| inventory.hosts.get(&node.name)).is_some_and(|host| host.fake_gpu_devices)
         })
-        .map(|(_, target)| target.clone())
-        .collect();
+        .filter_map(|(node, target)| {
+            let group = model.groups.get(node.group).filter(|group| group.gpu.is_some() && group.gpus_per_node > 0)?;
+            let stack = group.software.as_ref()?;
+            let (package, pin) = stack.dcgm_exporter()?;
+            let dcgm_package = stack.dcgm_package()?;
+            Some((target.clone(), DcgmExporter { node: node.name.clone(), dcgm_package, package, pin }))
+        })
+        .unzip();
     let rails: BTreeSet<(u32, String)> =
         model.nodes.iter().flat_map(|node| node.rails.iter().map(|port| (port.rail, port.netdev.clone()))).collect();
     let mounts = model
@@ -136,11 +147,17 @@ pub fn monitoring(model: &Model, inventory: Option<&Inventory>) -> Option<Monito
         switches,
         frr_switches,
         gpu_nodes,
+        dcgm_exporters,
         rails: rails.into_iter().collect(),
         mounts,
         tenants: model.tenants.iter().map(|tenant| (tenant.name.clone(), tenant.guaranteed_gpus)).collect(),
         slurm_controller: if slurm { controller } else { None },
     })
+}
+
+/// A target at its inventory address when the inventory has one, else at `planned`.
+fn scrape_target((name, known, planned, group): (&String, Option<&str>, String, &str)) -> ScrapeTarget {
+    ScrapeTarget { name: name.clone(), address: known.map_or(planned, str::to_owned), group: group.to_owned() }
 }
 
 fn role_name(role: SwitchRole) -> &'static str {
