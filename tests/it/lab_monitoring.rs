@@ -32,15 +32,20 @@ const SWITCHES: [&str; 3] = ["leaf0", "leaf1", "spine0"];
 
 /// `GET http://localhost:9090<path>` on the head, as JSON `data`.
 fn api(dir: &Path, path: &str) -> Value {
+    api_in(dir, CLUSTER, path)
+}
+
+/// `GET http://localhost:9090<path>` on `cluster`'s head, as JSON `data`.
+pub(crate) fn api_in(dir: &Path, cluster: &str, path: &str) -> Value {
     let script = "import sys, urllib.request; print(urllib.request.urlopen('http://localhost:9090' + sys.argv[1], timeout=10).read().decode())";
-    let body = exec_ok_in(dir, CLUSTER, "head", &["python3", "-c", script, path]);
+    let body = exec_ok_in(dir, cluster, "head", &["python3", "-c", script, path]);
     let value: Value = serde_json::from_str(&body).unwrap_or_else(|error| panic!("{path}: {error}: {body}"));
     assert_eq!(value["status"], "success", "{path}: {body}");
     value["data"].clone()
 }
 
-/// Waits up to `limit` for `probe` to return `Some`; the last observation is in the panic.
-fn wait_for<T>(limit: Duration, what: &str, mut probe: impl FnMut() -> Result<T, String>) -> T {
+/// Waits up to `limit` for `probe` to return `Ok`; the last observation is in the panic.
+pub(crate) fn wait_for<T>(limit: Duration, what: &str, mut probe: impl FnMut() -> Result<T, String>) -> T {
     let deadline = Instant::now() + limit;
     loop {
         match probe() {
