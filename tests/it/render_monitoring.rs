@@ -249,9 +249,17 @@ fn monitoring_at_scale() {
     let monitoring = model::monitoring::monitoring(&model, None).expect("on");
     let dir = tempfile::tempdir().expect("tempdir");
     let rules_path = dir.path().join("toolkit.rules.yml");
-    std::fs::write(&rules_path, rules::rules(&monitoring)).expect("write rules");
+    let rule_text = rules::rules(&monitoring);
+    std::fs::write(&rules_path, &rule_text).expect("write rules");
     let prometheus = config::prometheus(&monitoring).replace(config::RULES_PATH, &rules_path.display().to_string());
-    let targets = prometheus.matches("- targets:").count();
+    // Node exporter on every node and switch, FRR and DCGM exporters, Prometheus itself.
+    let targets = monitoring.nodes.len()
+        + monitoring.switches.len()
+        + monitoring.frr_switches.len()
+        + monitoring.gpu_nodes.len()
+        + 1;
+    // Every static config but Alertmanager's is a scrape target.
+    assert_eq!(prometheus.matches("- targets:").count(), targets + 1);
     std::fs::write(dir.path().join("prometheus.yml"), &prometheus).expect("write config");
     for argv in
         [&["promtool", "check", "rules", "toolkit.rules.yml"][..], &["promtool", "check", "config", "prometheus.yml"]]
@@ -263,11 +271,12 @@ fn monitoring_at_scale() {
         eprintln!("MEASURE {nodes} nodes: `{}` {seconds:.2} s", argv.join(" "));
     }
     eprintln!(
-        "MEASURE {nodes} nodes: {targets} scrape targets ({} nodes, {} switches, {} FRR, {} DCGM), config {} KiB",
+        "MEASURE {nodes} nodes: {targets} scrape targets ({} nodes, {} switches, {} FRR, {} DCGM), config {} KiB, {} rules",
         monitoring.nodes.len(),
         monitoring.switches.len(),
         monitoring.frr_switches.len(),
         monitoring.gpu_nodes.len(),
-        prometheus.len() / 1024
+        prometheus.len() / 1024,
+        rule_text.matches("- alert: ").count()
     );
 }
