@@ -60,9 +60,11 @@ struct Report {
     health_unread: BTreeMap<String, String>,
 }
 
-/// The metrics files of the node health program, both cadences.
+/// The metrics files of the node health program, both cadences, and of the
+/// controller's cluster-scope checks.
 const HEALTH_FILES: &str = "cat /var/lib/prometheus/node-exporter/toolkit_health_fast.prom \
-    /var/lib/prometheus/node-exporter/toolkit_health_slow.prom 2>/dev/null; true";
+    /var/lib/prometheus/node-exporter/toolkit_health_slow.prom \
+    /var/lib/prometheus/node-exporter/toolkit_health_cluster.prom 2>/dev/null; true";
 
 /// Fetches each query from Prometheus on its own host, one answer per line (Prometheus
 /// answers with one-line JSON): its API need not be reachable from where toolkit runs,
@@ -98,7 +100,8 @@ async fn prometheus_health(pool: &impl crate::transport::Connector, host: &str) 
         .map_err(|error| format!("Prometheus on {host}: {error}"))
 }
 
-/// Each compute node's health files, read over SSH in parallel.
+/// Each compute node's health files (and the cluster checks' host's), read over SSH
+/// in parallel.
 async fn node_health(
     pool: &impl crate::transport::Connector,
     nodes: &[String],
@@ -144,15 +147,21 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         None => State::empty(&model.name),
     };
     let pool = live::pool(inventory, &args.ssh)?;
-    let monitoring_host =
-        model::monitoring::monitoring(&model, Some(&inventory.inventory)).map(|monitoring| monitoring.host);
+    let monitoring = model::monitoring::monitoring(&model, Some(&inventory.inventory));
+    let monitoring_host = monitoring.as_ref().map(|monitoring| monitoring.host.clone());
     let health_on = inputs.blueprint.blueprint.monitoring.is_some();
-    let compute: Vec<String> = model
+    let mut compute: Vec<String> = model
         .nodes
         .iter()
         .filter(|node| model.groups[node.group].has_role(Role::Compute))
         .map(|n| n.name.clone())
         .collect();
+    // The cluster-scope checks' host, when it runs them (with FRR switches to check).
+    if let Some(monitoring) = monitoring.filter(|monitoring| !monitoring.frr_switches.is_empty())
+        && !compute.contains(&monitoring.cluster_checks_host)
+    {
+        compute.push(monitoring.cluster_checks_host);
+    }
     let (held, scheduler_error, seen, health, health_unread) = live::runtime()?.block_on(async {
         let result = match pool.connect(&controller).await {
             Ok(session) => Slurm::new(session.as_ref()).nodes().await.map_err(|error| error.to_string()),

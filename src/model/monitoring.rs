@@ -7,7 +7,7 @@
 //! section (or with `enabled: false`). Scrape targets are never listed by hand: a node
 //! added to the blueprint is a target after the next deploy, a removed one is not.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
@@ -16,6 +16,9 @@ use crate::inventory::{Inventory, SwitchOs};
 use crate::model::Model;
 use crate::topology::SwitchRole;
 
+/// Where node exporter's textfile collector reads `*.prom` files (Debian's
+/// `prometheus-node-exporter` default, `--collector.textfile.directory`).
+pub const TEXTFILE_DIR: &str = "/var/lib/prometheus/node-exporter";
 /// Port of Prometheus' web UI and HTTP API (the Debian package's default).
 pub const PROMETHEUS_PORT: u16 = 9090;
 /// Port of prometheus-node-exporter.
@@ -53,6 +56,11 @@ pub struct MonitoringModel {
     pub tenants: Vec<(String, u32)>,
     /// Whether Slurm schedules the cluster (the Slurm view runs on its controller).
     pub slurm_controller: Option<String>,
+    /// Where the cluster-scope checks run: the controller, else the monitoring host.
+    pub cluster_checks_host: String,
+    /// BGP sessions each FRR switch should have by the cabling plan: per switch (in
+    /// `frr_switches` order), the number of links to each neighbour switch.
+    pub bgp_plan: Vec<(String, BTreeMap<String, u32>)>,
 }
 
 /// The DCGM exporter on one GPU node: what it is installed after and pinned to.
@@ -100,7 +108,7 @@ pub fn monitoring(model: &Model, inventory: Option<&Inventory>) -> Option<Monito
     });
     let switches: Vec<ScrapeTarget> = fabric.map(scrape_target).collect();
     let roce = model.fabric.kind == schema::FabricKind::Roce;
-    let frr_switches = switches
+    let frr_switches: Vec<ScrapeTarget> = switches
         .iter()
         .filter(|switch| {
             roce && inventory
@@ -138,10 +146,10 @@ pub fn monitoring(model: &Model, inventory: Option<&Inventory>) -> Option<Monito
             (filesystem.mount.clone(), groups)
         })
         .collect();
+    let bgp_plan = bgp_plan(model, &frr_switches);
     let slurm = model.blueprint.scheduler.kind == schema::SchedulerKind::Slurm;
     Some(MonitoringModel {
         cluster: model.name.clone(),
-        host,
         settings: settings.clone(),
         nodes,
         switches,
@@ -151,8 +159,28 @@ pub fn monitoring(model: &Model, inventory: Option<&Inventory>) -> Option<Monito
         rails: rails.into_iter().collect(),
         mounts,
         tenants: model.tenants.iter().map(|tenant| (tenant.name.clone(), tenant.guaranteed_gpus)).collect(),
+        cluster_checks_host: controller.clone().unwrap_or_else(|| host.clone()),
         slurm_controller: if slurm { controller } else { None },
+        host,
+        bgp_plan,
     })
+}
+
+/// Links from each of `frr_switches` to each neighbour switch: one BGP session each.
+fn bgp_plan(model: &Model, frr_switches: &[ScrapeTarget]) -> Vec<(String, BTreeMap<String, u32>)> {
+    let switches = &model.fabric.switches;
+    frr_switches
+        .iter()
+        .filter_map(|target| {
+            let index = switches.iter().position(|switch| switch.name == target.name)?;
+            let mut peers = BTreeMap::new();
+            for link in model.fabric.links_of(index) {
+                let peer = if link.lower == index { link.upper } else { link.lower };
+                *peers.entry(switches[peer].name.clone()).or_insert(0) += 1;
+            }
+            Some((target.name.clone(), peers))
+        })
+        .collect()
 }
 
 /// A target at its inventory address when the inventory has one, else at `planned`.

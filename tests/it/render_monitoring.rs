@@ -9,7 +9,7 @@ use std::process::Command;
 
 use toolkit::inventory::Inventory;
 use toolkit::model::{self, Model};
-use toolkit::render::monitoring::{config, dcgm, rules};
+use toolkit::render::monitoring::{cluster_checks, config, dcgm, rules};
 use toolkit::render::{self, Renderer};
 use toolkit::resource::{Desired, Resource};
 
@@ -279,4 +279,22 @@ fn monitoring_at_scale() {
         prometheus.len() / 1024,
         rule_text.matches("- alert: ").count()
     );
+}
+
+#[test]
+fn the_controller_checks_bgp_sessions_against_the_cabling_plan() {
+    let inventory = lab_inventory();
+    let model = lab_model(&[]);
+    let monitoring = model::monitoring::monitoring(&model, Some(&inventory)).expect("on");
+    let plan: serde_json::Value = serde_json::from_str(&cluster_checks::plan(&monitoring)).expect("JSON");
+    assert_eq!(plan["node"], "head");
+    let switches = plan["switches"].as_array().expect("switches");
+    assert_eq!(switches.len(), 3, "{plan:#}");
+    let spine = switches.iter().find(|switch| switch["name"] == "spine0").expect("spine0");
+    assert_eq!(spine["url"], "http://10.10.0.210:9342/metrics");
+    assert_eq!(spine["peers"], serde_json::json!({ "leaf0": 1, "leaf1": 1 }), "{plan:#}");
+    let all = resources(&model, &inventory);
+    let timer = file_text(&all, "head:file:/etc/systemd/system/toolkit-cluster-checks.timer");
+    assert!(timer.contains("OnUnitActiveSec=600s"), "cluster_interval's default, 10m: {timer}");
+    assert!(all.iter().any(|r| r.id.as_str() == "head:service:toolkit-cluster-checks.timer"));
 }

@@ -12,6 +12,7 @@
 //! real GPUs and DCGM 4, with toolkit's counters ([`dcgm`]), and is scraped on its port
 //! (9400); the lab's fake-GPU nodes get none (nothing there could answer).
 
+pub mod cluster_checks;
 pub mod config;
 pub mod dcgm;
 pub mod rules;
@@ -62,6 +63,7 @@ pub fn render(
     for exporter in &monitoring.dcgm_exporters {
         dcgm::render(exporter, out);
     }
+    cluster_checks::render(&monitoring, out);
     if let Some(controller) = &monitoring.slurm_controller {
         slurm_view(&monitoring, &Target { name: controller.clone(), kind: TargetKind::Node }, out);
     }
