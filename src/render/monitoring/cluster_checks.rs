@@ -76,9 +76,12 @@ pub fn render(monitoring: &MonitoringModel, out: &mut Vec<Resource>) {
          [Unit]\nDescription=toolkit cluster-scope health checks\nAfter=network-online.target\n\n\
          [Service]\nType=oneshot\nExecStart=/usr/bin/python3 {PROGRAM} {PLAN} {TEXTFILE_DIR}\n"
     );
+    // The first run one interval after the timer starts, not at once: a deploy that
+    // (re)starts it has often just restarted FRR, whose sessions take seconds to come up,
+    // and a failure would stand until the next run.
     let timer = format!(
         "# Rendered by toolkit: runs the cluster-scope health checks every cluster_interval.\n[Unit]\n\
-         Description=toolkit cluster-scope health checks, every {interval} s\n\n[Timer]\nOnActiveSec=0\n\
+         Description=toolkit cluster-scope health checks, every {interval} s\n\n[Timer]\nOnActiveSec={interval}s\n\
          OnUnitActiveSec={interval}s\nAccuracySec=1s\n\n[Install]\nWantedBy=timers.target\n"
     );
     let unit = file(&target, SERVICE, Content::new(unit), 0o644);
