@@ -1,6 +1,9 @@
-//! `toolkit status`: a rolling change in progress (from the state file) and the nodes
+//! `toolkit status`: a rolling change in progress (from the state file), the nodes
 //! toolkit holds drained (from the scheduler), so an operator sees what a deploy left
-//! half way before starting another.
+//! half way before starting another, and the cluster's current health: from Prometheus
+//! when the blueprint deploys monitoring (targets down, alerts, failing checks, Slurm
+//! nodes out of service), else — or when Prometheus cannot be read — from the health
+//! metrics files on the nodes.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -17,6 +20,7 @@ use crate::model;
 use crate::plan::state::{RolloutState, State};
 use crate::transport::Connector as _;
 use crate::validate::drain::REASON_PREFIX;
+use crate::validate::health::prometheus::{self as prometheus_view, Query, Responses, View};
 use crate::validate::health::status::{self as health_status, CheckStatus};
 
 /// Arguments of `toolkit status`.
@@ -41,8 +45,14 @@ struct Report {
     /// Why the scheduler could not be read, when it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     scheduler_error: Option<String>,
-    /// The node health checks' last verdicts (with a `monitoring` section), read from
-    /// the metrics files each node's health program writes.
+    /// What Prometheus sees now (with a `monitoring` section).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prometheus: Option<View>,
+    /// Why Prometheus could not be read, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prometheus_error: Option<String>,
+    /// The node health checks' last verdicts, read from the metrics files each node's
+    /// health program writes (when Prometheus cannot tell).
     #[serde(skip_serializing_if = "Option::is_none")]
     health: Option<Vec<CheckStatus>>,
     /// Nodes whose health could not be read, and why.
@@ -50,11 +60,48 @@ struct Report {
     health_unread: BTreeMap<String, String>,
 }
 
-/// The metrics files of the node health program, both cadences.
+/// The metrics files of the node health program, both cadences, and of the
+/// controller's cluster-scope checks.
 const HEALTH_FILES: &str = "cat /var/lib/prometheus/node-exporter/toolkit_health_fast.prom \
-    /var/lib/prometheus/node-exporter/toolkit_health_slow.prom 2>/dev/null; true";
+    /var/lib/prometheus/node-exporter/toolkit_health_slow.prom \
+    /var/lib/prometheus/node-exporter/toolkit_health_cluster.prom 2>/dev/null; true";
 
-/// Each compute node's health files, read over SSH in parallel.
+/// Fetches each query from Prometheus on its own host, one answer per line (Prometheus
+/// answers with one-line JSON): its API need not be reachable from where toolkit runs,
+/// only SSH is.
+const FETCH: &str = "import sys, urllib.parse as p, urllib.request as u
+args = sys.argv[2:]
+for path, promql in zip(args[0::2], args[1::2]):
+    query = '?' + p.urlencode({'query': promql}) if promql else ''
+    print(u.urlopen(sys.argv[1] + path + query, timeout=20).read().decode().replace('\\n', ' '))";
+
+/// Prometheus' view, read on the monitoring host.
+async fn prometheus_health(pool: &impl crate::transport::Connector, host: &str) -> Result<View, String> {
+    use crate::transport::Executor as _;
+    let session = pool.connect(host).await.map_err(|error| error.to_string())?;
+    let mut argv = vec![
+        "python3".to_owned(),
+        "-c".to_owned(),
+        FETCH.to_owned(),
+        format!("http://localhost:{}", model::monitoring::PROMETHEUS_PORT),
+    ];
+    for Query { path, promql } in prometheus_view::QUERIES {
+        argv.extend([path.to_owned(), promql.unwrap_or_default().to_owned()]);
+    }
+    let output = session.exec(&argv).await.map_err(|error| error.to_string())?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let bodies: Vec<&str> = stdout.lines().collect();
+    let [targets, alerts, failing, unavailable, reasons] = bodies[..] else {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let why = stderr.lines().last().unwrap_or("no answer");
+        return Err(format!("Prometheus on {host} did not answer every query ({why})"));
+    };
+    prometheus_view::view(&Responses { targets, alerts, failing, unavailable, reasons })
+        .map_err(|error| format!("Prometheus on {host}: {error}"))
+}
+
+/// Each compute node's health files (and the cluster checks' host's), read over SSH
+/// in parallel.
 async fn node_health(
     pool: &impl crate::transport::Connector,
     nodes: &[String],
@@ -100,19 +147,31 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         None => State::empty(&model.name),
     };
     let pool = live::pool(inventory, &args.ssh)?;
+    let monitoring = model::monitoring::monitoring(&model, Some(&inventory.inventory));
+    let monitoring_host = monitoring.as_ref().map(|monitoring| monitoring.host.clone());
     let health_on = inputs.blueprint.blueprint.monitoring.is_some();
-    let compute: Vec<String> = model
+    let mut compute: Vec<String> = model
         .nodes
         .iter()
         .filter(|node| model.groups[node.group].has_role(Role::Compute))
         .map(|n| n.name.clone())
         .collect();
-    let (held, scheduler_error, health, health_unread) = live::runtime()?.block_on(async {
+    // The cluster-scope checks' host, when it runs them (with FRR switches to check).
+    if let Some(monitoring) = monitoring.filter(|monitoring| !monitoring.frr_switches.is_empty())
+        && !compute.contains(&monitoring.cluster_checks_host)
+    {
+        compute.push(monitoring.cluster_checks_host);
+    }
+    let (held, scheduler_error, seen, health, health_unread) = live::runtime()?.block_on(async {
         let result = match pool.connect(&controller).await {
             Ok(session) => Slurm::new(session.as_ref()).nodes().await.map_err(|error| error.to_string()),
             Err(error) => Err(error.to_string()),
         };
-        let (health, health_unread) = if health_on {
+        let seen = match &monitoring_host {
+            Some(host) => Some(prometheus_health(&pool, host).await),
+            None => None,
+        };
+        let (health, health_unread) = if health_on && !matches!(seen, Some(Ok(_))) {
             let (statuses, unread) = node_health(&pool, &compute).await;
             (Some(statuses), unread)
         } else {
@@ -129,12 +188,18 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
                         node.reason.filter(|reason| reason.starts_with(REASON_PREFIX)).map(|r| (name, r))
                     })
                     .collect();
-                (held, None, health, health_unread)
+                (held, None, seen, health, health_unread)
             }
-            Err(error) => (BTreeMap::new(), Some(error), health, health_unread),
+            Err(error) => (BTreeMap::new(), Some(error), seen, health, health_unread),
         }
     });
-    let report = Report { rollout: state.rollout, held, scheduler_error, health, health_unread };
+    let (prometheus, prometheus_error) = match seen {
+        Some(Ok(view)) => (Some(view), None),
+        Some(Err(error)) => (None, Some(error)),
+        None => (None, None),
+    };
+    let report =
+        Report { rollout: state.rollout, held, scheduler_error, prometheus, prometheus_error, health, health_unread };
     match output {
         OutputFormat::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&report)?)),
         OutputFormat::Text => emit(&text(&report)),
@@ -175,10 +240,25 @@ fn text(report: &Report) -> String {
             let _ = writeln!(out, "  {name:<12} {reason}");
         }
     }
+    if let Some(view) = &report.prometheus {
+        prometheus_text(view, &mut out);
+    }
+    if let Some(error) = &report.prometheus_error {
+        let _ = writeln!(out, "Cannot read Prometheus: {error}");
+    }
     if let Some(health) = &report.health {
         health_text(health, &report.health_unread, &mut out);
     }
     out
+}
+
+/// The counts, then one line per problem, by host.
+fn prometheus_text(view: &View, out: &mut String) {
+    let _ = writeln!(out, "Health (from Prometheus): {}.", view.headline());
+    for (host, what) in view.lines() {
+        let host = if host.is_empty() { "cluster" } else { host.as_str() };
+        let _ = writeln!(out, "  {host:<12} {what}");
+    }
 }
 
 /// Failing and warning checks one per line, the rest counted.

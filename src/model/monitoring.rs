@@ -7,7 +7,7 @@
 //! section (or with `enabled: false`). Scrape targets are never listed by hand: a node
 //! added to the blueprint is a target after the next deploy, a removed one is not.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
@@ -16,6 +16,11 @@ use crate::inventory::{Inventory, SwitchOs};
 use crate::model::Model;
 use crate::topology::SwitchRole;
 
+/// Where node exporter's textfile collector reads `*.prom` files (Debian's
+/// `prometheus-node-exporter` default, `--collector.textfile.directory`).
+pub const TEXTFILE_DIR: &str = "/var/lib/prometheus/node-exporter";
+/// Port of Prometheus' web UI and HTTP API (the Debian package's default).
+pub const PROMETHEUS_PORT: u16 = 9090;
 /// Port of prometheus-node-exporter.
 pub const NODE_EXPORTER_PORT: u16 = 9100;
 /// Port of prometheus-frr-exporter.
@@ -38,8 +43,11 @@ pub struct MonitoringModel {
     pub switches: Vec<ScrapeTarget>,
     /// Switches running FRR, scraped by the FRR exporter (RoCE fabrics only).
     pub frr_switches: Vec<ScrapeTarget>,
-    /// Nodes with real GPUs (not the lab's fake devices), scraped by the DCGM exporter.
+    /// Nodes with real GPUs (not the lab's fake devices) and DCGM 4, where toolkit
+    /// deploys the DCGM exporter and Prometheus scrapes it.
     pub gpu_nodes: Vec<ScrapeTarget>,
+    /// The DCGM exporter of each of `gpu_nodes`, in the same order.
+    pub dcgm_exporters: Vec<DcgmExporter>,
     /// Rail interfaces: (rail, netdev name) pairs over all node groups.
     pub rails: Vec<(u32, String)>,
     /// Shared filesystems: mount point and the node groups that mount it.
@@ -48,6 +56,24 @@ pub struct MonitoringModel {
     pub tenants: Vec<(String, u32)>,
     /// Whether Slurm schedules the cluster (the Slurm view runs on its controller).
     pub slurm_controller: Option<String>,
+    /// Where the cluster-scope checks run: the controller, else the monitoring host.
+    pub cluster_checks_host: String,
+    /// BGP sessions each FRR switch should have by the cabling plan: per switch (in
+    /// `frr_switches` order), the number of links to each neighbour switch.
+    pub bgp_plan: Vec<(String, BTreeMap<String, u32>)>,
+}
+
+/// The DCGM exporter on one GPU node: what it is installed after and pinned to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DcgmExporter {
+    /// Node name.
+    pub node: String,
+    /// The node's DCGM package (the exporter reads its host engine).
+    pub dcgm_package: String,
+    /// The exporter's package.
+    pub package: &'static str,
+    /// Its apt version pin, following DCGM's major (`4.*`).
+    pub pin: String,
 }
 
 /// One exporter endpoint's host: its name (the `instance` label) and address.
@@ -68,31 +94,21 @@ pub fn monitoring(model: &Model, inventory: Option<&Inventory>) -> Option<Monito
     let controller = model.first_with(Role::Controller).map(|node| node.name.clone());
     let host =
         settings.host.clone().or_else(|| controller.clone()).or_else(|| model.nodes.first().map(|n| n.name.clone()))?;
-    let nodes: Vec<ScrapeTarget> = model
-        .nodes
-        .iter()
-        .map(|node| ScrapeTarget {
-            name: node.name.clone(),
-            address: inventory
-                .and_then(|inventory| inventory.hosts.get(&node.name))
-                .map_or_else(|| node.mgmt_address.to_string(), |host| host.address.clone()),
-            group: model.groups.get(node.group).map_or_else(String::new, |group| group.name.clone()),
-        })
-        .collect();
-    let switches: Vec<ScrapeTarget> = model
-        .fabric
-        .switches
-        .iter()
-        .map(|switch| ScrapeTarget {
-            name: switch.name.clone(),
-            address: inventory
-                .and_then(|inventory| inventory.switches.get(&switch.name))
-                .map_or_else(|| switch.name.clone(), |entry| entry.address.clone()),
-            group: role_name(switch.role).to_owned(),
-        })
-        .collect();
+    let hosts = model.nodes.iter().map(|node| {
+        let known = inventory.and_then(|inventory| inventory.hosts.get(&node.name)).map(|host| host.address.as_str());
+        let group = model.groups.get(node.group).map_or("", |group| group.name.as_str());
+        (&node.name, known, node.mgmt_address.to_string(), group)
+    });
+    let nodes: Vec<ScrapeTarget> = hosts.map(scrape_target).collect();
+    // A switch the inventory does not list is reached by its name.
+    let fabric = model.fabric.switches.iter().map(|switch| {
+        let known =
+            inventory.and_then(|inventory| inventory.switches.get(&switch.name)).map(|entry| entry.address.as_str());
+        (&switch.name, known, switch.name.clone(), role_name(switch.role))
+    });
+    let switches: Vec<ScrapeTarget> = fabric.map(scrape_target).collect();
     let roce = model.fabric.kind == schema::FabricKind::Roce;
-    let frr_switches = switches
+    let frr_switches: Vec<ScrapeTarget> = switches
         .iter()
         .filter(|switch| {
             roce && inventory
@@ -101,18 +117,21 @@ pub fn monitoring(model: &Model, inventory: Option<&Inventory>) -> Option<Monito
         })
         .cloned()
         .collect();
-    let gpu_nodes = model
+    let (gpu_nodes, dcgm_exporters) = model
         .nodes
         .iter()
         .zip(&nodes)
         .filter(|(node, _)| {
-            model.groups.get(node.group).is_some_and(|group| group.gpu.is_some() && group.gpus_per_node > 0)
-        })
-        .filter(|(node, _)| {
             !inventory.and_then(|inventory| inventory.hosts.get(&node.name)).is_some_and(|host| host.fake_gpu_devices)
         })
-        .map(|(_, target)| target.clone())
-        .collect();
+        .filter_map(|(node, target)| {
+            let group = model.groups.get(node.group).filter(|group| group.gpu.is_some() && group.gpus_per_node > 0)?;
+            let stack = group.software.as_ref()?;
+            let (package, pin) = stack.dcgm_exporter()?;
+            let dcgm_package = stack.dcgm_package()?;
+            Some((target.clone(), DcgmExporter { node: node.name.clone(), dcgm_package, package, pin }))
+        })
+        .unzip();
     let rails: BTreeSet<(u32, String)> =
         model.nodes.iter().flat_map(|node| node.rails.iter().map(|port| (port.rail, port.netdev.clone()))).collect();
     let mounts = model
@@ -127,20 +146,46 @@ pub fn monitoring(model: &Model, inventory: Option<&Inventory>) -> Option<Monito
             (filesystem.mount.clone(), groups)
         })
         .collect();
+    let bgp_plan = bgp_plan(model, &frr_switches);
     let slurm = model.blueprint.scheduler.kind == schema::SchedulerKind::Slurm;
     Some(MonitoringModel {
         cluster: model.name.clone(),
-        host,
         settings: settings.clone(),
         nodes,
         switches,
         frr_switches,
         gpu_nodes,
+        dcgm_exporters,
         rails: rails.into_iter().collect(),
         mounts,
         tenants: model.tenants.iter().map(|tenant| (tenant.name.clone(), tenant.guaranteed_gpus)).collect(),
+        cluster_checks_host: controller.clone().unwrap_or_else(|| host.clone()),
         slurm_controller: if slurm { controller } else { None },
+        host,
+        bgp_plan,
     })
+}
+
+/// Links from each of `frr_switches` to each neighbour switch: one BGP session each.
+fn bgp_plan(model: &Model, frr_switches: &[ScrapeTarget]) -> Vec<(String, BTreeMap<String, u32>)> {
+    let switches = &model.fabric.switches;
+    frr_switches
+        .iter()
+        .filter_map(|target| {
+            let index = switches.iter().position(|switch| switch.name == target.name)?;
+            let mut peers = BTreeMap::new();
+            for link in model.fabric.links_of(index) {
+                let peer = if link.lower == index { link.upper } else { link.lower };
+                *peers.entry(switches[peer].name.clone()).or_insert(0) += 1;
+            }
+            Some((target.name.clone(), peers))
+        })
+        .collect()
+}
+
+/// A target at its inventory address when the inventory has one, else at `planned`.
+fn scrape_target((name, known, planned, group): (&String, Option<&str>, String, &str)) -> ScrapeTarget {
+    ScrapeTarget { name: name.clone(), address: known.map_or(planned, str::to_owned), group: group.to_owned() }
 }
 
 fn role_name(role: SwitchRole) -> &'static str {

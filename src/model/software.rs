@@ -17,6 +17,8 @@ use crate::blueprint::schema::{
 pub const CUDA_REPO_BASE: &str = "https://developer.download.nvidia.com/compute/cuda/repos";
 /// NVIDIA's networking repository: DOCA-Host and MLNX_OFED.
 pub const MELLANOX_REPO_BASE: &str = "https://linux.mellanox.com/public/repo";
+/// NVIDIA's DCGM exporter, from the CUDA repository (unit `nvidia-dcgm-exporter`).
+pub const DCGM_EXPORTER_PACKAGE: &str = "datacenter-gpu-manager-exporter";
 
 /// A group's software, resolved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -180,6 +182,15 @@ impl Stack {
         })
     }
 
+    /// NVIDIA's DCGM exporter package and its apt version pin (`4.*`: the exporter's
+    /// major follows DCGM's, the pairing NVIDIA tests). `None` without DCGM or with DCGM 3:
+    /// the exporter's packages depend on DCGM 4 (`datacenter-gpu-manager-4-core`).
+    #[must_use]
+    pub fn dcgm_exporter(&self) -> Option<(&'static str, String)> {
+        let dcgm = self.dcgm.filter(|dcgm| dcgm.major >= 4)?;
+        Some((DCGM_EXPORTER_PACKAGE, format!("{}.*", dcgm.major)))
+    }
+
     /// The DOCA or MLNX_OFED repository URL and the packages from it; `inbox` has no
     /// repository and takes rdma-core from the distribution.
     #[must_use]
@@ -246,11 +257,13 @@ mod tests {
         assert_eq!((driver.apt_pin().as_str(), driver.expected().as_str()), ("570.*", "570.*"));
         assert_eq!(stack.driver_packages(), ["cuda-drivers-570"]);
         assert_eq!(stack.dcgm_package().as_deref(), Some("datacenter-gpu-manager-4-cuda12"));
+        assert_eq!(stack.dcgm_exporter(), Some((DCGM_EXPORTER_PACKAGE, "4.*".to_owned())));
         assert_eq!(stack.dcgm.map(|dcgm| dcgm.diag_level), Some(3));
         let exact = software("os: debian12\ngpu_driver: { version: 580.65.06 }\ndcgm: { major: 3 }\n");
         let stack = resolve(&exact, gpu::find("h100"));
         assert_eq!(stack.driver.as_ref().map(Driver::apt_pin).as_deref(), Some("580.65.06-*"));
         assert_eq!(stack.dcgm_package().as_deref(), Some("datacenter-gpu-manager"));
+        assert_eq!(stack.dcgm_exporter(), None, "NVIDIA's exporter packages need DCGM 4");
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! its validators runs on the nodes by slurmd itself (`HealthCheckProgram`); a rail
 //! taken down on node02 drains node02 with the check in the reason and writes the
 //! failure into node exporter's textfile directory; the rail back up resumes it; a
-//! node an operator drained stays drained whatever the checks find. Also measures the
+//! node an operator drained stays drained whatever the checks find. Prometheus (on the
+//! head, scraping every 5 s) fires the rail alert naming node02 and rail 1 and resolves
+//! it once the rail is back, and `toolkit status` names node02 from Prometheus (or from
+//! the nodes' files while Prometheus is stopped). Also measures the
 //! fast checks' wall and CPU time on a node, idle and busy, and the cluster-scope
 //! validators' cycle from the controller.
 //!
@@ -13,8 +16,11 @@ use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
+
 use super::lab::{lab_or_skip, text, toolkit};
 use super::lab_e2e::{Teardown, assert_success, exec_in, exec_ok_in, fresh_lab};
+use super::lab_monitoring::{api_in, wait_for};
 
 const CLUSTER: &str = "lab-hlth";
 /// A short fast interval so slurmd runs the checks by itself within the test.
@@ -22,7 +28,10 @@ const BLUEPRINT_EDITS: &[(&str, &str)] = &[
     ("  name: lab\n", "  name: lab-hlth\n"),
     ("subnet: 10.10.0.0/24", "subnet: 10.163.0.0/24"),
     ("rail_pool: 10.200.0.0/16", "rail_pool: 10.164.0.0/16"),
-    ("  scrape_interval: 15s\n", "  scrape_interval: 15s\n  health: { fast_interval: 20s, slow_interval: 1h }\n"),
+    (
+        "  scrape_interval: 15s\n",
+        "  scrape_interval: 5s\n  alert_after: 10s\n  health: { fast_interval: 20s, slow_interval: 1h }\n",
+    ),
 ];
 /// Management addresses move with the subnet; MACs are `02:42` + the rail address
 /// (10.200 = `0a:c8`, 10.164 = `0a:a4`).
@@ -68,6 +77,26 @@ impl Lab<'_> {
             assert!(Instant::now() < deadline, "{node}: {what}; it is `{state}` (`{reason}`)");
             std::thread::sleep(Duration::from_secs(2));
         }
+    }
+
+    /// `toolkit status`'s text output.
+    fn status(&self) -> String {
+        let status = toolkit(self.dir, &["status", "lab.yaml", "-i", "inventory.yaml"]);
+        assert_success(&status, "toolkit status");
+        text(&status.stdout)
+    }
+
+    /// Waits (up to 2 minutes) until node02's `RailLinkDown` alert (or its absence)
+    /// satisfies `done`; returns it (`null` when absent).
+    fn wait_rail_alert(&self, done: impl Fn(Option<&Value>) -> bool, what: &str) -> Value {
+        wait_for(Duration::from_mins(2), &format!("node02's RailLinkDown {what}"), || {
+            let data = api_in(self.dir, CLUSTER, "/api/v1/alerts");
+            let alerts = data["alerts"].as_array().cloned().unwrap_or_default();
+            let found = alerts.iter().find(|alert| {
+                alert["labels"]["alertname"] == "RailLinkDown" && alert["labels"]["instance"] == "node02"
+            });
+            if done(found) { Ok(found.cloned().unwrap_or_default()) } else { Err(format!("{data:#}")) }
+        })
     }
 
     /// The node's fast metrics file (empty when it does not exist yet).
@@ -152,10 +181,30 @@ fn slurmd_runs_the_checks_and_a_down_rail_drains_the_node(lab: &Lab<'_>) {
         "{metrics}"
     );
 
-    // `toolkit status` reads every node's health files and names the failure.
-    let status = toolkit(lab.dir, &["status", "lab.yaml", "-i", "inventory.yaml"]);
-    assert_success(&status, "toolkit status");
-    let shown = text(&status.stdout);
+    // Prometheus fires the rail alert naming the node and the rail.
+    let alert = lab.wait_rail_alert(|alert| alert.is_some_and(|alert| alert["state"] == "firing"), "to fire");
+    eprintln!("RailLinkDown: {alert}");
+    assert_eq!(alert["labels"]["rail"], "1", "{alert:#}");
+    assert_eq!(alert["annotations"]["summary"], "rail 1 (rail1) is down on node02", "{alert:#}");
+
+    // `toolkit status` reads Prometheus and names the failure, the alert and the drain
+    // (the Slurm view refreshes every scrape interval: the drain shows a few seconds on).
+    let lines = [
+        "node02       firing RailLinkDown (critical): rail 1 (rail1) is down on node02",
+        "node02       fail rail-links on node02 (drain)",
+        "node02       drained in Slurm: toolkit:health rail-links: rail1 down",
+    ];
+    let shown = wait_for(Duration::from_mins(1), "toolkit status naming node02's rail", || {
+        let shown = lab.status();
+        let complete = shown.contains("Health (from Prometheus): ") && lines.iter().all(|line| shown.contains(line));
+        if complete { Ok(shown) } else { Err(shown) }
+    });
+    eprintln!("toolkit status:\n{shown}");
+    // Without Prometheus it reads every node's health files instead.
+    lab.exec_ok("head", &["systemctl", "stop", "prometheus"]);
+    let shown = lab.status();
+    lab.exec_ok("head", &["systemctl", "start", "prometheus"]);
+    assert!(shown.contains("Cannot read Prometheus: "), "{shown}");
     assert!(shown.contains("Health (from the nodes):"), "{shown}");
     assert!(shown.contains("fail rail-links on node02 (drain): rail1 down"), "{shown}");
 
@@ -172,6 +221,8 @@ fn slurmd_runs_the_checks_and_a_down_rail_drains_the_node(lab: &Lab<'_>) {
     let (state, reason) = lab.node_state("node02");
     assert_eq!(state.trim_end_matches('*'), "idle", "resumed once its check passes again ({reason})");
     assert_eq!(check_ok(&lab.fast_metrics("node02"), "rail-links", "node02"), Some(1));
+    // The rail back up resolves the alert.
+    lab.wait_rail_alert(|alert| alert.is_none(), "to resolve");
 }
 
 fn an_operator_drain_is_never_resumed(lab: &Lab<'_>) {

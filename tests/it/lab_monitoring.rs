@@ -22,7 +22,7 @@ const BLUEPRINT_EDITS: &[(&str, &str)] = &[
     ("  name: lab\n", "  name: lab-mon\n"),
     ("subnet: 10.10.0.0/24", "subnet: 10.161.0.0/24"),
     ("rail_pool: 10.200.0.0/16", "rail_pool: 10.162.0.0/16"),
-    ("  scrape_interval: 15s\n", "  scrape_interval: 5s\n  alert_after: 10s\n"),
+    ("  scrape_interval: 15s\n", "  scrape_interval: 5s\n  alert_after: 10s\n  health: { cluster_interval: 5s }\n"),
 ];
 /// Management addresses move with the subnet; MACs are `02:42` + the rail address
 /// (10.200 = `0a:c8`, 10.162 = `0a:a2`).
@@ -32,15 +32,20 @@ const SWITCHES: [&str; 3] = ["leaf0", "leaf1", "spine0"];
 
 /// `GET http://localhost:9090<path>` on the head, as JSON `data`.
 fn api(dir: &Path, path: &str) -> Value {
+    api_in(dir, CLUSTER, path)
+}
+
+/// `GET http://localhost:9090<path>` on `cluster`'s head, as JSON `data`.
+pub(crate) fn api_in(dir: &Path, cluster: &str, path: &str) -> Value {
     let script = "import sys, urllib.request; print(urllib.request.urlopen('http://localhost:9090' + sys.argv[1], timeout=10).read().decode())";
-    let body = exec_ok_in(dir, CLUSTER, "head", &["python3", "-c", script, path]);
+    let body = exec_ok_in(dir, cluster, "head", &["python3", "-c", script, path]);
     let value: Value = serde_json::from_str(&body).unwrap_or_else(|error| panic!("{path}: {error}: {body}"));
     assert_eq!(value["status"], "success", "{path}: {body}");
     value["data"].clone()
 }
 
-/// Waits up to `limit` for `probe` to return `Some`; the last observation is in the panic.
-fn wait_for<T>(limit: Duration, what: &str, mut probe: impl FnMut() -> Result<T, String>) -> T {
+/// Waits up to `limit` for `probe` to return `Ok`; the last observation is in the panic.
+pub(crate) fn wait_for<T>(limit: Duration, what: &str, mut probe: impl FnMut() -> Result<T, String>) -> T {
     let deadline = Instant::now() + limit;
     loop {
         match probe() {
@@ -70,6 +75,23 @@ fn targets(dir: &Path) -> Vec<(String, String, String)> {
 
 fn instances(targets: &[(String, String, String)], job: &str) -> Vec<String> {
     targets.iter().filter(|(j, _, _)| j == job).map(|(_, instance, _)| instance.clone()).collect()
+}
+
+/// The cluster-scope checks' metrics file on the controller.
+const CLUSTER_METRICS: &str = "/var/lib/prometheus/node-exporter/toolkit_health_cluster.prom";
+
+/// Wall and CPU time of one cluster-scope cycle on the head (3 switches), run as the
+/// timer runs it.
+fn measure_cluster_checks(dir: &Path) {
+    let script = "TIMEFORMAT='%R %U %S'; time /usr/bin/python3 /usr/local/sbin/toolkit-cluster-checks \
+        /usr/local/etc/toolkit-cluster-checks.json /var/lib/prometheus/node-exporter";
+    for _ in 0..3 {
+        let output = super::lab_e2e::exec_in(dir, CLUSTER, "head", &["bash", "-c", script]);
+        eprintln!(
+            "MEASURE cluster-scope cycle on head (3 switches, one down): real user sys {}",
+            text(&output.stderr).trim()
+        );
+    }
 }
 
 fn deploy(dir: &Path, why: &str) {
@@ -150,7 +172,30 @@ fn deploy_brings_up_monitoring_that_sees_the_fabric() {
     });
     let summary = alert["annotations"]["summary"].as_str().unwrap_or_default().to_owned();
     assert!(summary.contains("leaf0") && summary.contains("spine0"), "{alert:#}");
+    // The controller's cluster-scope check compares every switch's sessions with the
+    // cabling plan: spine0 has 0 of its 1 session to leaf0.
+    let failing = wait_for(Duration::from_mins(1), "the fabric-bgp cluster check failing on spine0", || {
+        let data =
+            api(dir.path(), "/api/v1/query?query=toolkit_healthcheck_ok%7Bcheck%3D%22fabric-bgp%22%7D%20%3D%3D%200");
+        let subjects: Vec<String> = data["result"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|sample| sample["metric"]["subject"].as_str().map(str::to_owned))
+            .collect();
+        if subjects.iter().any(|subject| subject == "spine0") { Ok(subjects) } else { Err(format!("{data:#}")) }
+    });
+    eprintln!("fabric-bgp failing on {failing:?}");
+    let detail = exec_ok_in(dir.path(), CLUSTER, "head", &["cat", CLUSTER_METRICS]);
+    assert!(detail.contains("# toolkit:detail fabric-bgp spine0 BGP sessions established to leaf0 0 of 1"), "{detail}");
+    measure_cluster_checks(dir.path());
     exec_ok_in(dir.path(), CLUSTER, "leaf0", &["systemctl", "start", "frr"]);
+    wait_for(Duration::from_mins(2), "every fabric-bgp cluster check passing again", || {
+        let text = exec_ok_in(dir.path(), CLUSTER, "head", &["cat", CLUSTER_METRICS]);
+        let ok = text.lines().filter(|line| line.starts_with("toolkit_healthcheck_ok{")).collect::<Vec<_>>();
+        if ok.len() == SWITCHES.len() && ok.iter().all(|line| line.ends_with(" 1")) { Ok(()) } else { Err(text) }
+    });
 
     // node04 leaves the blueprint (and team-b's guarantee shrinks to fit the 12 GPUs
     // left): the next deploy stops scraping it.

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use toolkit::inventory::Inventory;
 use toolkit::model::{self, Model};
-use toolkit::render::monitoring::{config, rules};
+use toolkit::render::monitoring::{cluster_checks, config, dcgm, rules};
 use toolkit::render::{self, Renderer};
 use toolkit::resource::{Desired, Resource};
 
@@ -166,4 +166,135 @@ fn no_monitoring_section_renders_no_monitoring() {
     let model = lab_model(&[("monitoring:\n  retention: 15d\n  scrape_interval: 15s\n", "")]);
     let all = resources(&model, &lab_inventory());
     assert!(!all.iter().any(|r| r.id.as_str().contains("prometheus")));
+}
+
+/// A blueprint of `blueprints/` with a default `monitoring:` section, expanded.
+fn with_monitoring(name: &str) -> Model {
+    let path = root().join("blueprints").join(name);
+    let text = std::fs::read_to_string(&path).expect("blueprint") + "\nmonitoring: {}\n";
+    let loaded = toolkit::blueprint::load::load_text(&path, text).expect("blueprint loads");
+    model::expand(&loaded.blueprint).expect("blueprint expands")
+}
+
+#[test]
+fn gpu_nodes_with_dcgm_4_run_the_dcgm_exporter_with_toolkits_counters() {
+    let model = with_monitoring("h200-roce-64.yaml");
+    let renderer = Renderer::embedded().expect("templates");
+    let all = render::render(&model, None, &render::slurm::Secrets::default(), &renderer).expect("renders");
+    // Scraped from the compiled model: every GPU node, on the exporter's port.
+    let monitoring = model::monitoring::monitoring(&model, None).expect("on");
+    assert_eq!(monitoring.gpu_nodes.len(), 64);
+    let prometheus = config::prometheus(&monitoring);
+    assert_eq!(prometheus.matches(":9400").count(), 64, "{prometheus}");
+    assert!(prometheus.contains("job_name: dcgm"));
+    let node = monitoring.gpu_nodes[0].name.clone();
+    let counters = file_text(&all, &format!("{node}:file:{}", dcgm::COUNTERS_PATH));
+    assert!(counters.contains("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, counter, "), "{counters}");
+    let unit = file_text(&all, &format!("{node}:file:{}", dcgm::UNIT_PATH));
+    assert!(unit.contains(&format!("--collectors {}", dcgm::COUNTERS_PATH)), "{unit}");
+    let pin = file_text(&all, &format!("{node}:file:{}", dcgm::PIN_PATH));
+    assert!(pin.contains("Package: datacenter-gpu-manager-exporter\nPin: version 4.*\n"), "{pin}");
+    let package = all
+        .iter()
+        .find(|r| r.id.as_str() == format!("{node}:package:datacenter-gpu-manager-exporter"))
+        .expect("the exporter's package");
+    assert!(
+        package.depends_on.iter().any(|id| id.as_str() == format!("{node}:package:datacenter-gpu-manager-4-cuda12")),
+        "installed after DCGM: {:?}",
+        package.depends_on
+    );
+    let service = all
+        .iter()
+        .find(|r| r.id.as_str() == format!("{node}:service:nvidia-dcgm-exporter"))
+        .expect("the exporter runs");
+    let Desired::Service { watches, .. } = &service.desired else { panic!("not a service") };
+    assert_eq!(watches.len(), 2, "restarted when its counters or unit change: {watches:?}");
+}
+
+#[test]
+fn rules_use_only_exported_counters() {
+    let monitoring = model::monitoring::monitoring(&with_monitoring("h200-roce-64.yaml"), None).expect("on");
+    let rules = rules::rules(&monitoring);
+    let exported: Vec<&str> = dcgm::COUNTERS.iter().map(|counter| counter.field).collect();
+    let mut used = Vec::new();
+    for word in rules.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+        if word.starts_with("DCGM_") && !used.contains(&word) {
+            used.push(word);
+        }
+    }
+    assert!(used.len() >= 5, "{used:?}");
+    for name in used {
+        assert!(exported.contains(&name), "rule metric `{name}` is not in toolkit's DCGM counters file");
+    }
+}
+
+/// promtool on the config and rules of a 4,096-node blueprint (`benches/plan_scale.py`'s,
+/// with monitoring on): prints the scrape-target count and promtool's times. Run with
+/// `cargo test --release --test it monitoring_at_scale -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement: prints figures"]
+fn monitoring_at_scale() {
+    if !tool("promtool") {
+        return;
+    }
+    let nodes: usize = std::env::var("NODES").ok().and_then(|n| n.parse().ok()).unwrap_or(4096);
+    let script = format!(
+        "import sys; sys.path.insert(0, 'benches'); import plan_scale; print(plan_scale.blueprint({nodes}, True))"
+    );
+    let output = Command::new("python3").args(["-c", &script]).current_dir(root()).output().expect("python3");
+    let text = String::from_utf8(output.stdout).expect("utf-8") + "monitoring: {}\n";
+    let path = root().join("scale.yaml");
+    let loaded = toolkit::blueprint::load::load_text(&path, text).expect("blueprint loads");
+    let model = model::expand(&loaded.blueprint).expect("blueprint expands");
+    let monitoring = model::monitoring::monitoring(&model, None).expect("on");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules_path = dir.path().join("toolkit.rules.yml");
+    let rule_text = rules::rules(&monitoring);
+    std::fs::write(&rules_path, &rule_text).expect("write rules");
+    let prometheus = config::prometheus(&monitoring).replace(config::RULES_PATH, &rules_path.display().to_string());
+    // Node exporter on every node and switch, FRR and DCGM exporters, Prometheus itself.
+    let targets = monitoring.nodes.len()
+        + monitoring.switches.len()
+        + monitoring.frr_switches.len()
+        + monitoring.gpu_nodes.len()
+        + 1;
+    // Every static config but Alertmanager's is a scrape target.
+    assert_eq!(prometheus.matches("- targets:").count(), targets + 1);
+    std::fs::write(dir.path().join("prometheus.yml"), &prometheus).expect("write config");
+    for argv in
+        [&["promtool", "check", "rules", "toolkit.rules.yml"][..], &["promtool", "check", "config", "prometheus.yml"]]
+    {
+        let started = std::time::Instant::now();
+        let (ok, output) = run(dir.path(), argv);
+        let seconds = started.elapsed().as_secs_f64();
+        assert!(ok, "{output}");
+        eprintln!("MEASURE {nodes} nodes: `{}` {seconds:.2} s", argv.join(" "));
+    }
+    eprintln!(
+        "MEASURE {nodes} nodes: {targets} scrape targets ({} nodes, {} switches, {} FRR, {} DCGM), config {} KiB, {} rules",
+        monitoring.nodes.len(),
+        monitoring.switches.len(),
+        monitoring.frr_switches.len(),
+        monitoring.gpu_nodes.len(),
+        prometheus.len() / 1024,
+        rule_text.matches("- alert: ").count()
+    );
+}
+
+#[test]
+fn the_controller_checks_bgp_sessions_against_the_cabling_plan() {
+    let inventory = lab_inventory();
+    let model = lab_model(&[]);
+    let monitoring = model::monitoring::monitoring(&model, Some(&inventory)).expect("on");
+    let plan: serde_json::Value = serde_json::from_str(&cluster_checks::plan(&monitoring)).expect("JSON");
+    assert_eq!(plan["node"], "head");
+    let switches = plan["switches"].as_array().expect("switches");
+    assert_eq!(switches.len(), 3, "{plan:#}");
+    let spine = switches.iter().find(|switch| switch["name"] == "spine0").expect("spine0");
+    assert_eq!(spine["url"], "http://10.10.0.210:9342/metrics");
+    assert_eq!(spine["peers"], serde_json::json!({ "leaf0": 1, "leaf1": 1 }), "{plan:#}");
+    let all = resources(&model, &inventory);
+    let timer = file_text(&all, "head:file:/etc/systemd/system/toolkit-cluster-checks.timer");
+    assert!(timer.contains("OnUnitActiveSec=600s"), "cluster_interval's default, 10m: {timer}");
+    assert!(all.iter().any(|r| r.id.as_str() == "head:service:toolkit-cluster-checks.timer"));
 }

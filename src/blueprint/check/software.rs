@@ -103,6 +103,18 @@ fn values(loaded: &LoadedBlueprint, software: &Software, at: &str, out: &mut Dia
                     .help("use `4` (datacenter-gpu-manager-4-cudaN) or `3` (datacenter-gpu-manager)"),
             );
         }
+        let monitored = loaded.blueprint.monitoring.as_ref().is_some_and(|monitoring| monitoring.enabled);
+        if dcgm.major == 3 && monitored {
+            out.push(
+                Diagnostic::warning(
+                    "dcgm-exporter-needs-dcgm-4",
+                    "with DCGM 3 no DCGM exporter is deployed: the GPUs' metrics are not scraped and the GPU alerts \
+                     (XID, ECC, retired pages, row remapping, temperature) cannot fire",
+                )
+                .at(source, format!("{at}.dcgm.major"))
+                .help("use `major: 4`: NVIDIA's exporter package (datacenter-gpu-manager-exporter) depends on DCGM 4"),
+            );
+        }
     }
     if software.peermem {
         let stack = software.network.as_ref().map(|network| network.stack);

@@ -1454,6 +1454,14 @@ finds!(
     Error
 );
 finds!(
+    monitoring_with_dcgm_3_scrapes_no_gpu_metrics,
+    &(with_software() + "monitoring: {}\n"),
+    [("major: 4", "major: 3")],
+    "dcgm-exporter-needs-dcgm-4",
+    "dcgm: { major: 3, diag_level: 3 }",
+    Warning
+);
+finds!(
     peermem_needs_an_ofed_stack,
     &with_software(),
     [("{ stack: doca-ofed, version: 2.9.1 }", "{ stack: inbox }")],

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::model::monitoring::{
-    DCGM_EXPORTER_PORT, FRR_EXPORTER_PORT, MonitoringModel, NODE_EXPORTER_PORT, ScrapeTarget,
+    DCGM_EXPORTER_PORT, FRR_EXPORTER_PORT, MonitoringModel, NODE_EXPORTER_PORT, PROMETHEUS_PORT, ScrapeTarget,
 };
 
 /// Where the rule file lives on the monitoring host.
@@ -84,7 +84,10 @@ pub fn prometheus(model: &MonitoringModel) -> String {
     let mut scrape_configs = vec![
         ScrapeConfig {
             job_name: "prometheus",
-            static_configs: vec![StaticConfig { targets: ["localhost:9090".to_owned()], labels: BTreeMap::new() }],
+            static_configs: vec![StaticConfig {
+                targets: [format!("localhost:{PROMETHEUS_PORT}")],
+                labels: BTreeMap::new(),
+            }],
         },
         job("node", &all, NODE_EXPORTER_PORT),
     ];

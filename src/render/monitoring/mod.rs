@@ -8,11 +8,13 @@
 //! check config`, `amtool check-config`) before they replace the active files, and a
 //! change restarts the daemon that reads them.
 //!
-//! The DCGM exporter is not deployed here: NVIDIA ships it as a container or its own
-//! packages, not in Debian; nodes with real GPUs are scraped on its port (9400), and
-//! the lab's fake-GPU nodes are not (nothing there could answer).
+//! NVIDIA's DCGM exporter (from NVIDIA's CUDA repository, not Debian) runs on nodes with
+//! real GPUs and DCGM 4, with toolkit's counters ([`dcgm`]), and is scraped on its port
+//! (9400); the lab's fake-GPU nodes get none (nothing there could answer).
 
+pub mod cluster_checks;
 pub mod config;
+pub mod dcgm;
 pub mod rules;
 
 use std::collections::BTreeMap;
@@ -58,6 +60,10 @@ pub fn render(
     for switch in &monitoring.frr_switches {
         frr_exporter(&Target { name: switch.name.clone(), kind: TargetKind::Switch }, out);
     }
+    for exporter in &monitoring.dcgm_exporters {
+        dcgm::render(exporter, out);
+    }
+    cluster_checks::render(&monitoring, out);
     if let Some(controller) = &monitoring.slurm_controller {
         slurm_view(&monitoring, &Target { name: controller.clone(), kind: TargetKind::Node }, out);
     }

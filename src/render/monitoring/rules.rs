@@ -251,6 +251,6 @@ fn health_rules() -> Vec<Rule> {
         "HealthCheckFailing",
         "critical",
         "toolkit_healthcheck_ok == 0".to_owned(),
-        "toolkit health check {{ $labels.check }} fails on {{ $labels.instance }}",
+        "toolkit health check {{ $labels.check }} fails on {{ $labels.subject }} (checked on {{ $labels.instance }})",
     )]
 }

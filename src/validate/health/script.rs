@@ -13,9 +13,8 @@ use crate::transport::quote::quote;
 /// The template of the script.
 pub const TEMPLATE: &str = "health/check.sh.j2";
 
-/// Where node exporter's textfile collector reads `*.prom` files (Debian's
-/// `prometheus-node-exporter` default, `--collector.textfile.directory`).
-pub const TEXTFILE_DIR: &str = "/var/lib/prometheus/node-exporter";
+/// Where node exporter's textfile collector reads `*.prom` files.
+pub const TEXTFILE_DIR: &str = crate::model::monitoring::TEXTFILE_DIR;
 
 /// The marker that ends each probe's here-document.
 const PROBE_END: &str = "TOOLKIT_PROBE";

@@ -141,6 +141,7 @@ pub const PARSERS: &[(&str, &str)] = &[
     ("prometheus-targets", "Prometheus `/api/v1/targets`: job, instance, health and last error of each active target"),
     ("prometheus-rules", "Prometheus `/api/v1/rules`: every rule with its group, type, health and alert state"),
     ("prometheus-alerts", "Prometheus `/api/v1/alerts`: pending and firing alerts with labels and summary"),
+    ("prometheus-vector", "Prometheus `/api/v1/query`: an instant vector, labels and value of each sample"),
     ("prometheus-range", "Prometheus `/api/v1/query_range`: a matrix of series, `[time, value]` points"),
 ];
 
@@ -172,6 +173,7 @@ pub fn lookup(name: &str) -> Result<ParserFn, ParseError> {
         "prometheus-targets" => |text| finish(prometheus::parse_targets(text)),
         "prometheus-rules" => |text| finish(prometheus::parse_rules(text)),
         "prometheus-alerts" => |text| finish(prometheus::parse_alerts(text)),
+        "prometheus-vector" => |text| finish(prometheus::parse_vector(text)),
         "prometheus-range" => |text| finish(prometheus::parse_range(text)),
         _ => return Err(unknown_parser(name)),
     };

@@ -1,6 +1,7 @@
 //! Prometheus 2.x HTTP API responses: `/api/v1/targets`, `/api/v1/rules`,
-//! `/api/v1/alerts` and `/api/v1/query_range`, for the handover report's monitoring
-//! section (targets up, rules loaded, alerts firing, health over time).
+//! `/api/v1/alerts`, `/api/v1/query` and `/api/v1/query_range`, for the handover
+//! report's monitoring section (targets up, rules loaded, alerts firing, health over
+//! time) and `toolkit status` (what is wrong now).
 //!
 //! Stage: validate. Input: one response body (`{"status": …, "data": …}`). Output: the
 //! parts a validator measures. A response whose status is not `success` is an error
@@ -225,6 +226,60 @@ impl Summary for Alerts {
     }
 }
 
+/// An instant query's vector.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Vector {
+    /// One sample per label set.
+    pub samples: Vec<Sample>,
+}
+
+/// One sample of a vector.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Sample {
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
+    /// Its value.
+    pub value: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawVector {
+    result_type: String,
+    result: Vec<RawSample>,
+}
+
+#[derive(Deserialize)]
+struct RawSample {
+    metric: BTreeMap<String, String>,
+    value: (f64, String),
+}
+
+/// Parses `/api/v1/query` (an instant query whose result is a vector).
+///
+/// # Errors
+/// Malformed JSON, a failed query, a result that is not a vector, or a value that is
+/// not a finite number.
+pub fn parse_vector(text: &str) -> Result<Vector, ParseError> {
+    let raw: RawVector = data(text, "a Prometheus /api/v1/query response")?;
+    result_type(&raw.result_type, "vector")?;
+    let mut samples = Vec::with_capacity(raw.result.len());
+    for entry in raw.result {
+        samples.push(Sample { labels: entry.metric, value: float(&entry.value.1, 1, "a sample value")? });
+    }
+    Ok(Vector { samples })
+}
+
+impl Summary for Vector {
+    fn summary(&self) -> String {
+        format!("{} samples", self.samples.len())
+    }
+}
+
+fn result_type(found: &str, wanted: &str) -> Result<(), ParseError> {
+    if found == wanted { Ok(()) } else { Err(ParseError::at(1, format!("a {wanted} result"), format!("`{found}`"))) }
+}
+
 /// A range query's matrix.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Matrix {
@@ -261,9 +316,7 @@ struct RawSeries {
 /// not a finite number.
 pub fn parse_range(text: &str) -> Result<Matrix, ParseError> {
     let raw: RawMatrix = data(text, "a Prometheus /api/v1/query_range response")?;
-    if raw.result_type != "matrix" {
-        return Err(ParseError::at(1, "a matrix result", format!("`{}`", raw.result_type)));
-    }
+    result_type(&raw.result_type, "matrix")?;
     let mut series = Vec::with_capacity(raw.result.len());
     for entry in raw.result {
         let mut points = Vec::with_capacity(entry.values.len());
@@ -335,6 +388,21 @@ mod tests {
         let values: Vec<f64> = matrix.series[0].points.iter().map(|point| point[1]).collect();
         assert!(values.contains(&8.0) && values.contains(&7.0), "{values:?}");
         assert!(matrix.series[0].points.windows(2).all(|pair| pair[0][0] < pair[1][0]));
+    }
+
+    #[test]
+    fn an_instant_query_is_a_vector_of_samples() {
+        let vector = parse_vector(&read("prometheus_2.42_api_query_healthcheck_failing.json")).expect("parses");
+        assert_eq!(vector.samples.len(), 3);
+        assert!(vector.samples.iter().all(|sample| sample.value == 0.0));
+        let subjects: Vec<&str> =
+            vector.samples.iter().filter_map(|s| s.labels.get("subject").map(String::as_str)).collect();
+        assert_eq!(subjects, ["node01+node02/rail1", "node02+node03/rail1", "node02"]);
+        // A range answer is not a vector.
+        assert!(parse_vector(&read("prometheus_2.42_api_range_up.json")).is_err());
+        let empty_matrix = r#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#;
+        let error = parse_vector(empty_matrix).expect_err("a matrix");
+        assert!(error.to_string().contains("a vector result"), "{error}");
     }
 
     #[test]
