@@ -418,3 +418,121 @@ fn make_executable(path: &Path) {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }
+
+/// `toolkit ARGS` from the repository root.
+fn toolkit(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_toolkit"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("runs toolkit")
+}
+
+/// `(name, action)` of each Kubernetes change of a JSON plan that is not a no-op.
+fn kube_changes(output: &std::process::Output) -> Vec<(String, String)> {
+    let plan: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|_| panic!("plan JSON: {}", String::from_utf8_lossy(&output.stderr)));
+    plan["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .filter(|change| change["kind"] == "k8s" && change["action"] != "no-op")
+        .map(|change| {
+            (change["name"].as_str().expect("name").to_owned(), change["action"].as_str().expect("action").to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn plan_and_deploy_the_example_through_the_inventorys_kubeconfig() {
+    let Some(pki) = Pki::make() else { return };
+    let objects = example_objects();
+    let Some(server) = apiserver(&pki, true, &kubelet_nodes(&objects), &[]) else { return };
+    let dir = server.dir.path();
+    let config = kubeconfig(
+        dir,
+        server.port,
+        &format!("    certificate-authority-data: {}\n", pki.base64("ca.pem")),
+        &format!("    token: {TOKEN}\n"),
+    );
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let inventory = dir.join("inventory.yaml");
+    let example = std::fs::read_to_string(root.join("inventories/h100-kubernetes.yaml")).expect("inventory");
+    let example: Vec<&str> = example.lines().filter(|line| !line.starts_with("kubernetes:")).collect();
+    let example = example.join("\n") + "\n";
+    std::fs::write(&inventory, format!("{example}kubernetes: {{kubeconfig: {}}}\n", config.display()))
+        .expect("inventory");
+    let inventory = inventory.to_str().expect("utf8");
+    let blueprint = "blueprints/h100-kubernetes.yaml";
+    let plan = |blueprint: &str| toolkit(&["plan", blueprint, "-i", inventory, "--stage", "api", "--output", "json"]);
+
+    // Nothing applied yet: every object is a create, the nodes' labels updates.
+    let first = plan(blueprint);
+    assert_eq!(first.status.code(), Some(2), "{}", String::from_utf8_lossy(&first.stderr));
+    let changes = kube_changes(&first);
+    assert!(changes.contains(&("ClusterQueue/research".into(), "create".into())), "{changes:?}");
+    assert!(changes.contains(&("LocalQueue/product/product".into(), "create".into())), "{changes:?}");
+    assert!(
+        changes.contains(&("Node/dgx01".into(), "update".into())),
+        "labels added to a registered node: {changes:?}"
+    );
+    assert_eq!(changes.len(), objects.len(), "{changes:?}");
+
+    let deploy = |blueprint: &str| toolkit(&["deploy", blueprint, "-i", inventory, "--stage", "api", "--yes"]);
+    let applied = deploy(blueprint);
+    assert_eq!(
+        applied.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&applied.stdout),
+        String::from_utf8_lossy(&applied.stderr)
+    );
+
+    // Converged: the live objects are what the blueprint says.
+    let second = plan(blueprint);
+    assert_eq!(second.status.code(), Some(0), "{:?}", kube_changes(&second));
+
+    // A tenant leaves: its queues and priority class are deleted, found by toolkit's
+    // label on the live objects (its namespace stays: it holds the tenant's workloads).
+    let mut text = std::fs::read_to_string(root.join(blueprint)).expect("blueprint");
+    for line in [
+        "  - { name: product, guaranteed_gpus: 16, borrow: true, priority: 2000 }\n",
+        "        - { name: product, pkey: \"0x0a02\", tenants: [product] }\n",
+    ] {
+        assert!(text.contains(line), "update this test: {line}");
+        text = text.replace(line, "");
+    }
+    let edited = dir.join("h100-kubernetes.yaml");
+    std::fs::write(&edited, text).expect("blueprint");
+    let edited = edited.to_str().expect("utf8");
+    let third = plan(edited);
+    let mut removed: Vec<(String, String)> = kube_changes(&third);
+    removed.sort();
+    assert_eq!(
+        removed,
+        [
+            ("ClusterQueue/product".to_owned(), "remove".to_owned()),
+            ("LocalQueue/product/product".to_owned(), "remove".to_owned()),
+            ("WorkloadPriorityClass/product".to_owned(), "remove".to_owned()),
+        ],
+        "{}",
+        String::from_utf8_lossy(&third.stderr)
+    );
+    let pruned = deploy(edited);
+    assert_eq!(pruned.status.code(), Some(0), "{}", String::from_utf8_lossy(&pruned.stderr));
+    let deleted: Vec<String> = requests(&server)
+        .iter()
+        .filter(|request| request["method"] == "DELETE")
+        .map(|request| request["path"].as_str().expect("path").to_owned())
+        .collect();
+    assert_eq!(
+        deleted,
+        [
+            "/apis/kueue.x-k8s.io/v1beta2/namespaces/product/localqueues/product",
+            "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/product",
+            "/apis/kueue.x-k8s.io/v1beta2/workloadpriorityclasses/product",
+        ]
+    );
+    let fourth = plan(edited);
+    assert_eq!(fourth.status.code(), Some(0), "{:?}", kube_changes(&fourth));
+}
