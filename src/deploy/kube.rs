@@ -4,7 +4,9 @@
 //!
 //! Stage: observe → plan → apply (Kubernetes). Input: the graph's
 //! [`KubeObject`]s and the inventory's `kubernetes` section (a kubeconfig). Output:
-//! observed values (each object projected onto the fields toolkit applies, as YAML),
+//! observed values (each object projected onto the fields toolkit applies, as YAML;
+//! what would change is sent as a `dryRun=All` apply, so the plan warns of a
+//! conflict or a refusal before the deploy meets it),
 //! the objects labelled as toolkit's that the blueprint no longer has
 //! ([`Orphan`]s, planned as removals), notes for the plan (a kind the server does
 //! not serve), and an outcome per object applied or deleted.
@@ -146,10 +148,24 @@ async fn read(
             // Applying it fails the same way: the plan says so now.
             Err(error @ KubeError::KindNotServed { .. }) => {
                 notes.insert(error.to_string());
-                None
+                observed.insert(id, None);
+                continue;
             }
             Err(error) => return Err(error),
         };
+        // What would change goes through the server's admission and validation now
+        // (`dryRun=All`), so a conflict or a refusal shows in the plan, not mid-deploy.
+        let changes = value.as_deref() != Some(object.yaml().as_str()) && !(object.shared && value.is_none());
+        if changes {
+            match kube.apply(object, ApplyOptions { force: false, dry_run: true }).await {
+                // Its namespace is created by the same deploy, first.
+                Ok(_) | Err(KubeError::NamespaceMissing { .. }) => {}
+                Err(error @ (KubeError::Conflict { .. } | KubeError::Invalid { .. } | KubeError::Forbidden { .. })) => {
+                    notes.insert(format!("the API server would refuse it (dry run): {error}"));
+                }
+                Err(error) => return Err(error),
+            }
+        }
         observed.insert(id, value);
     }
     let desired: BTreeSet<String> = objects.iter().map(|(_, object)| object.path()).collect();

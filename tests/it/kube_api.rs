@@ -163,6 +163,24 @@ fn kubelet_nodes(objects: &[KubeObject]) -> Value {
     Value::Array(nodes)
 }
 
+/// The kubelets' nodes, and someone's label on dgx01 by hand before toolkit (manager
+/// `kubectl-label`): one of toolkit's labels with another value. Returns the seed,
+/// the label and toolkit's value for it.
+fn hand_labelled(objects: &[KubeObject]) -> (Value, String, String) {
+    let mut seed = kubelet_nodes(objects);
+    let dgx01 = find(objects, "Node/dgx01");
+    let (label, value) = dgx01.body["metadata"]["labels"]
+        .as_object()
+        .expect("labels")
+        .iter()
+        .find(|(key, _)| key.starts_with("toolkit.io/"))
+        .map(|(key, value)| (key.clone(), value.as_str().expect("text").to_owned()))
+        .expect("a toolkit label");
+    seed.as_array_mut().expect("seed").push(json!({"path": dgx01.path(), "manager": "kubectl-label", "object": {
+        "apiVersion": "v1", "kind": "Node", "metadata": {"name": "dgx01", "labels": {&label: "hand-made"}}}}));
+    (seed, label, value)
+}
+
 /// Schema errors of a request body: Kueue and Network Operator kinds against their
 /// CRD (strict: an unknown field is an error, as the server would prune it).
 fn crd_errors(body: &Value) -> Vec<String> {
@@ -204,18 +222,8 @@ fn close(schema: &mut Value) {
 async fn apply_creates_updates_converges_conflicts_refuses_and_deletes() {
     let Some(pki) = Pki::make() else { return };
     let objects = example_objects();
-    let mut seed = kubelet_nodes(&objects);
-    // Someone labelled dgx01 by hand before toolkit: the conflict below.
+    let (seed, label, value) = hand_labelled(&objects);
     let dgx01 = find(&objects, "Node/dgx01").clone();
-    let (label, value) = dgx01.body["metadata"]["labels"]
-        .as_object()
-        .expect("labels")
-        .iter()
-        .find(|(key, _)| key.starts_with("toolkit.io/"))
-        .map(|(key, value)| (key.clone(), value.as_str().expect("text").to_owned()))
-        .expect("a toolkit label");
-    seed.as_array_mut().expect("seed").push(json!({"path": dgx01.path(), "manager": "kubectl-label", "object": {
-        "apiVersion": "v1", "kind": "Node", "metadata": {"name": "dgx01", "labels": {&label: "hand-made"}}}}));
     let Some(server) = apiserver(&pki, true, &seed, &[]) else { return };
     let config = kubeconfig(
         server.dir.path(),
@@ -447,7 +455,8 @@ fn kube_changes(output: &std::process::Output) -> Vec<(String, String)> {
 fn plan_and_deploy_the_example_through_the_inventorys_kubeconfig() {
     let Some(pki) = Pki::make() else { return };
     let objects = example_objects();
-    let Some(server) = apiserver(&pki, true, &kubelet_nodes(&objects), &[]) else { return };
+    let (seed, label, _) = hand_labelled(&objects);
+    let Some(server) = apiserver(&pki, true, &seed, &[]) else { return };
     let dir = server.dir.path();
     let config = kubeconfig(
         dir,
@@ -477,9 +486,29 @@ fn plan_and_deploy_the_example_through_the_inventorys_kubeconfig() {
         "labels added to a registered node: {changes:?}"
     );
     assert_eq!(changes.len(), objects.len(), "{changes:?}");
+    // The dry run met the hand-made label: the plan says so before any deploy.
+    let warnings = String::from_utf8_lossy(&first.stderr);
+    let conflict = format!(
+        "warning: the API server would refuse it (dry run): Node/dgx01: apply conflicts with other managers: \
+         `.metadata.labels.{label}` is owned by \"kubectl-label\" using v1"
+    );
+    assert!(warnings.contains(&conflict), "{warnings}");
 
-    let deploy = |blueprint: &str| toolkit(&["deploy", blueprint, "-i", inventory, "--stage", "api", "--yes"]);
-    let applied = deploy(blueprint);
+    // Deploy refuses to take the label over unless told to.
+    let deploy = |blueprint: &str, extra: &[&str]| {
+        toolkit(&[&["deploy", blueprint, "-i", inventory, "--stage", "api", "--yes"][..], extra].concat())
+    };
+    let refused = deploy(blueprint, &[]);
+    assert_eq!(refused.status.code(), Some(1), "{}", String::from_utf8_lossy(&refused.stderr));
+    let text = String::from_utf8_lossy(&refused.stderr);
+    assert!(text.contains("--force-conflicts"), "{text}");
+    let remaining = kube_changes(&plan(blueprint));
+    assert!(remaining.contains(&("Node/dgx01".into(), "update".into())), "{remaining:?}");
+    // What does not wait for the node's labels was applied; the Topology levelled on
+    // them, its flavors and their queues were skipped.
+    assert!(!remaining.iter().any(|(name, _)| name.starts_with("WorkloadPriorityClass/")), "{remaining:?}");
+    assert!(remaining.contains(&("ClusterQueue/research".into(), "create".into())), "{remaining:?}");
+    let applied = deploy(blueprint, &["--force-conflicts"]);
     assert_eq!(
         applied.status.code(),
         Some(0),
@@ -518,7 +547,7 @@ fn plan_and_deploy_the_example_through_the_inventorys_kubeconfig() {
         "{}",
         String::from_utf8_lossy(&third.stderr)
     );
-    let pruned = deploy(edited);
+    let pruned = deploy(edited, &[]);
     assert_eq!(pruned.status.code(), Some(0), "{}", String::from_utf8_lossy(&pruned.stderr));
     let deleted: Vec<String> = requests(&server)
         .iter()
