@@ -334,3 +334,73 @@ fn outcome(index: usize, object: &KubeObject, outcome: Outcome, started: Instant
         elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::{Resource, Target, TargetKind};
+
+    fn object(plural: &str, body: Value) -> KubeObject {
+        KubeObject::new(plural, body)
+    }
+
+    #[test]
+    fn a_missing_node_waits_for_its_kubelet_and_orphans_are_removed() {
+        let node = object("nodes", json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "dgx01"}})).shared();
+        let queue = object(
+            "clusterqueues",
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "research"}}),
+        );
+        let items: Vec<ApiDesired> = [node, queue].into_iter().map(|o| ApiDesired::Kubernetes(Box::new(o))).collect();
+        let resources = items
+            .iter()
+            .map(|item| {
+                let target = Target { name: KUBERNETES_TARGET.to_owned(), kind: TargetKind::Node };
+                Resource::new(target, &item.name(), Desired::Api(Box::new(item.clone())))
+            })
+            .collect();
+        let graph = crate::graph::build(resources).expect("graph");
+        let observed: Observed = items.iter().map(|item| (item.id(), None)).collect();
+        let mut changes = crate::plan::api::diff(&items, &observed);
+        let gone = object(
+            "localqueues",
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                   "metadata": {"name": "product", "namespace": "product"}, "spec": {"clusterQueue": "product"}}),
+        );
+        let observation = KubeObservation {
+            orphans: vec![Orphan { id: id_of(&gone), display: gone.display(), path: gone.path(), before: gone.yaml() }],
+            ..KubeObservation::default()
+        };
+        plan(&mut changes, &graph, &observation);
+        let summary: Vec<(&str, Action, &str)> =
+            changes.iter().map(|change| (change.name.as_str(), change.action, change.reason.as_str())).collect();
+        assert_eq!(
+            summary,
+            [
+                (
+                    "Node/dgx01",
+                    Action::NoOp,
+                    "not in the cluster yet: its labels are set once its kubelet registers it"
+                ),
+                ("ClusterQueue/research", Action::Create, "absent"),
+                (
+                    "LocalQueue/product/product",
+                    Action::Remove,
+                    "applied by toolkit, no longer in the blueprint: delete"
+                ),
+            ]
+        );
+        assert_eq!(removal_path(&changes[2]).as_deref(), Some(gone.path().as_str()));
+    }
+
+    #[test]
+    fn only_objects_toolkit_applied_are_pruned() {
+        let applied = json!({"metadata": {"managedFields": [
+            {"manager": "kubectl-edit", "operation": "Update"}, {"manager": "toolkit", "operation": "Apply"}]}});
+        let labelled_by_hand =
+            json!({"metadata": {"managedFields": [{"manager": "kubectl-client-side-apply", "operation": "Update"}]}});
+        assert!(applied_by_toolkit(&applied));
+        assert!(!applied_by_toolkit(&labelled_by_hand));
+        assert!(!applied_by_toolkit(&json!({"metadata": {}})));
+    }
+}

@@ -39,7 +39,11 @@ impl Pki {
         ]
         .concat());
         for (name, subject, extension) in [
-            ("server", "/CN=kube-apiserver", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"),
+            (
+                "server",
+                "/CN=kube-apiserver",
+                "subjectAltName=DNS:api.lab.example,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+            ),
             ("client", "/CN=toolkit-admin/O=system:masters", "extendedKeyUsage=clientAuth\n"),
         ] {
             run(&[
@@ -412,6 +416,18 @@ async fn client_certificates_exec_plugins_and_bad_credentials() {
         "{error}"
     );
     assert!(!error.contains("wrong-Secret-token"), "{error}");
+
+    // `tls-server-name`: the certificate is checked for that name, the address stays the server's.
+    let named = format!("{ca}    tls-server-name: api.lab.example\n");
+    let by_name = client(&kubeconfig(dir, server.port, &named, &format!("    token: {TOKEN}\n")));
+    assert_eq!(by_name.get(&namespace).await.expect("verified as api.lab.example"), None);
+    let wrong = format!("{ca}    tls-server-name: other.lab.example\n");
+    let error = client(&kubeconfig(dir, server.port, &wrong, &format!("    token: {TOKEN}\n")))
+        .get(&namespace)
+        .await
+        .expect_err("not the certificate's name")
+        .to_string();
+    assert!(error.contains("certificate"), "{error}");
 
     // Without the cluster's CA, the server's certificate is not trusted.
     let error = client(&kubeconfig(dir, server.port, "", &format!("    token: {TOKEN}\n")))
