@@ -380,6 +380,24 @@ async fn client_certificates_exec_plugins_and_bad_credentials() {
     assert_eq!(info["spec"]["cluster"]["server"], format!("https://127.0.0.1:{}", server.port));
     assert_eq!(info["spec"]["cluster"]["certificate-authority-data"], pki.base64("ca.pem"));
 
+    // A cached token the server no longer takes (401): the plugin runs again, once.
+    let rotating = dir.join("rotating-plugin.sh");
+    std::fs::write(
+        &rotating,
+        format!(
+            "#!/bin/sh\nruns=\"$(dirname \"$0\")/rotating-runs\"\necho run >> \"$runs\"\n\
+             if [ \"$(wc -l < \"$runs\")\" -eq 1 ]; then token=revoked-token; else token={TOKEN}; fi\n\
+             printf '{{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{{\"token\":\"%s\"}}}}' \"$token\"\n"
+        ),
+    )
+    .expect("plugin");
+    make_executable(&rotating);
+    let exec = "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: ./rotating-plugin.sh\n      \
+                interactiveMode: Never\n";
+    let renewed = client(&kubeconfig(dir, server.port, &ca, exec));
+    assert_eq!(renewed.get(&namespace).await.expect("renewed after a 401"), None);
+    assert_eq!(std::fs::read_to_string(dir.join("rotating-runs")).expect("runs").lines().count(), 2);
+
     // An exec plugin that prints a client certificate and key.
     let cert_plugin = dir.join("cert-plugin.sh");
     let credential = json!({"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential", "status": {
