@@ -28,6 +28,7 @@ pub mod diagnostic;
 pub mod facts;
 pub mod graph;
 pub mod inventory;
+pub mod kube;
 pub mod lab;
 pub mod manifest;
 pub mod model;

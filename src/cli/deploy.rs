@@ -32,8 +32,9 @@ pub struct Args {
     /// Templates that override the built-in ones.
     #[arg(long)]
     templates: Option<PathBuf>,
-    /// Which stage to run: `api` sets BMCs and cloud instances only (Terraform's
-    /// `-target` for API objects), `ssh` configures the hosts only, `all` both, API first.
+    /// Which stage to run: `api` sets BMCs, cloud instances and Kubernetes objects only
+    /// (Terraform's `-target` for API objects), `ssh` configures the hosts only, `all`
+    /// both, API first.
     #[arg(long, value_enum, default_value_t)]
     stage: Stage,
     /// Flash firmware: every hardware profile's components that name an `image` (as
@@ -41,6 +42,11 @@ pub struct Args {
     /// rollout wave, drained; a downgrade is refused unless the profile allows it.
     #[arg(long)]
     firmware: bool,
+    /// Kubernetes: take over the fields of toolkit's objects that another field
+    /// manager (Helm, `kubectl edit`) owns with other values; without it such an
+    /// apply is refused and names the fields and their managers.
+    #[arg(long)]
+    force_conflicts: bool,
     #[command(flatten)]
     apply: ApplyArgs,
     #[command(flatten)]
@@ -53,7 +59,7 @@ pub enum Stage {
     /// The API stage, then the SSH stage.
     #[default]
     All,
-    /// BMCs (Redfish) and cloud instances (EC2) only.
+    /// BMCs (Redfish), cloud instances (EC2) and Kubernetes objects only.
     Api,
     /// Hosts over SSH only.
     Ssh,
@@ -82,10 +88,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         bail!("a saved plan applies the SSH stage only; run `toolkit deploy BLUEPRINT --stage api` for BMCs and cloud");
     }
     // The API stage runs when the inventory has anything behind an API.
-    let has_api = inventory
-        .as_ref()
-        .and_then(|path| crate::inventory::load(path).ok())
-        .is_some_and(|loaded| loaded.inventory.cloud.is_some() || !loaded.inventory.bmcs.is_empty());
+    let has_api = inventory.as_ref().and_then(|path| crate::inventory::load(path).ok()).is_some_and(|loaded| {
+        let inventory = &loaded.inventory;
+        inventory.cloud.is_some() || !inventory.bmcs.is_empty() || inventory.kubernetes.is_some()
+    });
     if args.stage != Stage::Ssh && saved.is_none() && (has_api || args.stage == Stage::Api) {
         let status = api_stage(args, &blueprint, inventory.as_deref())?;
         if args.stage == Stage::Api || status == Status::Error {
@@ -112,13 +118,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             return Ok(Status::Error);
         }
     };
-    // Kubernetes objects are rendered and planned, but no client applies them yet:
-    // say so rather than let the deploy look complete.
+    // Kubernetes objects are applied by the API stage, through the inventory's kubeconfig.
     let kubernetes_objects =
         crate::deploy::api::items(&compiled.graph).iter().filter(|(_, item)| item.kubernetes().is_some()).count();
-    if kubernetes_objects > 0 {
+    if kubernetes_objects > 0 && inventory.inventory.kubernetes.is_none() {
         eprintln!(
-            "warning: {kubernetes_objects} Kubernetes objects are planned but not applied: toolkit has no Kubernetes API client yet (see `toolkit plan --offline`)"
+            "warning: {kubernetes_objects} Kubernetes objects are not applied: the inventory names no kubeconfig (`kubernetes: {{kubeconfig: PATH}}`)"
         );
     }
     let pool = live::pool(inventory, &args.apply.ssh)?;
@@ -290,7 +295,7 @@ fn api_stage(args: &Args, blueprint: &Path, inventory: Option<&Path>) -> anyhow:
     live::runtime()?.block_on(async {
         let (plan, unreachable) = live::api_plan(&compiled, loaded, plan_inputs).await;
         if output == OutputFormat::Text {
-            eprintln!("API stage (BMCs and cloud):");
+            eprintln!("API stage (BMCs, cloud, Kubernetes):");
             emit(&plan::render::text(&plan));
         }
         for warning in &plan.warnings {
@@ -332,11 +337,13 @@ fn api_stage(args: &Args, blueprint: &Path, inventory: Option<&Path>) -> anyhow:
                 inventory_path,
                 Path::new("."),
                 args.apply.ssh.parallel,
+                args.force_conflicts,
             )
             .await
         } else {
             // Nothing to change: still record where the instances are.
-            deploy::api::apply(&compiled.graph, &plan, &loaded.inventory, inventory_path, Path::new("."), 1).await
+            let graph = &compiled.graph;
+            deploy::api::apply(graph, &plan, &loaded.inventory, inventory_path, Path::new("."), 1, false).await
         };
         save_state(state_path.as_deref(), deploy::api::record(previous, &compiled.graph, &plan, &report))?;
         // The table shows each host's first problem on one line; the BMC's whole

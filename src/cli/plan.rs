@@ -28,7 +28,7 @@ pub struct Args {
     /// Templates that override the built-in ones (same names as under `templates/`).
     #[arg(long)]
     templates: Option<PathBuf>,
-    /// `api`: plan the BMC and cloud objects only, read through their APIs (no SSH).
+    /// `api`: plan the BMC, cloud and Kubernetes objects only, read through their APIs (no SSH).
     #[arg(long, value_enum, default_value_t)]
     stage: crate::cli::deploy::Stage,
     /// Nodes that may be drained at once by a rolling change: a count (`2`) or a

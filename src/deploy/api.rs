@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 
-use super::firmware;
+use super::{firmware, kube};
 use crate::apply::{ApplyReport, Outcome, ResourceOutcome, SkipReason};
 use crate::bmc::resources::{self, NodeFacts};
 use crate::bmc::{BiosSettings, BmcConfig, BmcError, PowerState, Redfish, ResetType, firmware_check};
@@ -34,7 +34,7 @@ use crate::graph::ResourceGraph;
 use crate::inventory::schema::Cloud;
 use crate::inventory::{CloudHosts, Inventory, secrets};
 use crate::plan::{Action, Change, Plan};
-use crate::resource::api::{ApiDesired, CLOUD_TARGET, Observed};
+use crate::resource::api::{ApiDesired, CLOUD_TARGET, KUBERNETES_KIND, KUBERNETES_TARGET, Observed};
 use crate::resource::{Desired, ResourceId};
 use crate::text::Text;
 
@@ -84,6 +84,9 @@ pub struct ApiObservation {
     pub schedulable: BTreeSet<String>,
     /// Each node's BIOS in effect and queued for the next reset, as its BMC reports it.
     pub bios: BTreeMap<String, BiosSettings>,
+    /// What the Kubernetes API server reports beyond the desired objects' values
+    /// (those are in `observed`): toolkit's objects no longer desired, notes.
+    pub kubernetes: kube::KubeObservation,
 }
 
 /// An EC2 client from the inventory's `cloud` section, credentials resolved from
@@ -142,6 +145,14 @@ pub async fn observe(graph: &ResourceGraph, inventory: &Inventory, cluster: &str
                 observation.unreachable.insert(host, reason);
             }
         }
+    }
+    if items.iter().any(|item| item.kubernetes().is_some()) {
+        let mut kubernetes = kube::observe(graph, inventory, base).await;
+        observation.observed.append(&mut kubernetes.observed);
+        if let Some(reason) = &kubernetes.unreachable {
+            observation.unreachable.insert(KUBERNETES_TARGET.to_owned(), reason.clone());
+        }
+        observation.kubernetes = kubernetes;
     }
     if items.iter().any(ApiDesired::is_cloud) {
         let result = async {
@@ -233,6 +244,7 @@ pub fn changes(graph: &ResourceGraph, observation: &ApiObservation) -> Vec<Chang
     }
     let queued = queued::plan(&mut changes, &wanted_bios(graph), observation);
     changes.extend(queued);
+    kube::plan(&mut changes, graph, &observation.kubernetes);
     // A schedulable node that is on is reset only in its wave; overwriting values
     // queued on its BMC (`pending on BMC: …`) resets nothing and stays here.
     for change in &mut changes {
@@ -290,7 +302,8 @@ pub fn pending_hosts(changes: &[Change]) -> BTreeSet<String> {
 }
 
 /// One line per firmware component whose version is not the expected one (those
-/// toolkit does not flash), then one per refused firmware change.
+/// toolkit does not flash), then one per refused firmware change, then what the
+/// Kubernetes API server could not tell (a kind it does not serve, no kubeconfig).
 #[must_use]
 pub fn firmware_warnings(
     expected: &BTreeMap<String, BTreeMap<String, String>>,
@@ -310,13 +323,16 @@ pub fn firmware_warnings(
         }
     }
     warnings.extend(firmware::refused(changes));
+    warnings.extend(observation.kubernetes.notes.iter().cloned());
     warnings
 }
 
 /// Applies the plan's API changes in graph order: per BMC, BIOS attributes, then
 /// the one-time boot, then power (BMCs in parallel); in the cloud, the placement
 /// group, then instances (run, replaced, or terminated), waiting until they run.
-/// Afterwards the cloud hosts file is rewritten from the cluster's instances.
+/// Afterwards the cloud hosts file is rewritten from the cluster's instances. Then
+/// the Kubernetes objects ([`kube::apply`]; `force_conflicts` takes over fields
+/// other managers own).
 pub async fn apply(
     graph: &ResourceGraph,
     plan: &Plan,
@@ -324,6 +340,7 @@ pub async fn apply(
     inventory_path: &Path,
     base: &Path,
     parallel: usize,
+    force_conflicts: bool,
 ) -> ApplyReport {
     let by_id: BTreeMap<&str, &Change> = plan.changes.iter().map(|change| (change.id.as_str(), change)).collect();
     let mut work: BTreeMap<String, Vec<(usize, &ApiDesired, &Change)>> = BTreeMap::new();
@@ -363,6 +380,7 @@ pub async fn apply(
     if has_cloud && let Some(cloud) = &inventory.cloud {
         outcomes.extend(apply_cloud(cloud, base, inventory_path, inventory, &plan.cluster, &cloud_work, plan).await);
     }
+    outcomes.extend(kube::apply(graph, plan, inventory, base, force_conflicts).await);
     let order: BTreeMap<usize, usize> =
         graph.order.iter().enumerate().map(|(position, &index)| (index, position)).collect();
     outcomes.sort_by_key(|outcome| order.get(&outcome.index).copied().unwrap_or(usize::MAX));
@@ -719,7 +737,10 @@ pub fn record(
             state.record(&graph.resources[index]);
         }
     }
-    for change in plan.changes.iter().filter(|change| change.action == Action::Remove && change.kind == "instance") {
+    // Kubernetes removals are found again from the live objects' labels if a delete failed.
+    for change in plan.changes.iter().filter(|change| {
+        change.action == Action::Remove && matches!(change.kind.as_str(), "instance" | KUBERNETES_KIND)
+    }) {
         state.forget(&change.id);
     }
     state

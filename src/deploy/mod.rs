@@ -11,6 +11,7 @@ pub mod api;
 pub mod checks;
 pub mod firmware;
 pub mod health;
+pub mod kube;
 pub mod lock;
 pub mod observe;
 pub mod ops;

@@ -70,6 +70,7 @@ mod tests {
             },
             state_file: None,
             cloud: None,
+            kubernetes: None,
         };
         let first = ensure(&inventory, dir.path()).expect("generates");
         assert_eq!(first.0.len(), 1);

@@ -42,6 +42,21 @@ pub struct Inventory {
     /// Nodes run as cloud instances instead of listed under `hosts`.
     #[serde(default)]
     pub cloud: Option<Cloud>,
+    /// The Kubernetes API server of a cluster scheduled by Kubernetes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<KubernetesAccess>,
+}
+
+/// How toolkit reaches the cluster's API server: a kubeconfig, which holds (or
+/// points at) the credentials, so none is in the inventory.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KubernetesAccess {
+    /// The kubeconfig file (relative: from where toolkit runs).
+    pub kubeconfig: PathBuf,
+    /// Its context to use (default: its `current-context`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
 }
 
 /// Cloud provider.

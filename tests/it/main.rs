@@ -3,6 +3,7 @@
 mod cloud;
 mod deploy;
 mod firmware;
+mod kube_api;
 mod kubernetes;
 mod lab;
 mod lab_e2e;

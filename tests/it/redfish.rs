@@ -102,7 +102,7 @@ pub(crate) fn venv_program(program: &str) -> Option<PathBuf> {
 }
 
 /// A program from PATH, with the same skip rule.
-fn system_program(program: &str, package: &str) -> Option<PathBuf> {
+pub(crate) fn system_program(program: &str, package: &str) -> Option<PathBuf> {
     let found = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths).map(|dir| dir.join(program)).find(|candidate| candidate.is_file())
     });

@@ -1,0 +1,432 @@
+"""A Kubernetes API server stand-in for the server-side-apply client's tests (tests/it/kube_api.rs).
+
+No real API server can run on the test machines (no container images), so this answers the
+few requests toolkit makes the way kube-apiserver does, with the response shapes recorded in
+tests/support/kube-responses/ (each body cites where its format comes from, SOURCE.md):
+
+- GET object: 200 + the object with server fields (uid, resourceVersion, creationTimestamp,
+  managedFields); 404 `Status` with details for a missing object; 404 without details for a
+  kind the server does not serve (a CRD not installed).
+- GET collection with `labelSelector=k=v`: a `<Kind>List`.
+- PATCH `application/apply-patch+yaml` with `fieldManager` (+ `force`, `dryRun=All`):
+  201 created / 200 applied, with field ownership as structured-merge-diff keeps it (every
+  leaf owned by its managers, lists atomic as in CRDs without list markers): a value another
+  manager owns and the applier changes is a 409 `FieldManagerConflict` naming manager and
+  field unless forced; fields the applier stops sending and nobody else owns are removed.
+  Before persisting, the object is validated: Kueue kinds against their CRD's OpenAPI schema
+  (python `jsonschema`) plus Topology's CEL rules, core kinds with `kubernetes-validate`;
+  failures are a 422 `Invalid` with one cause per field.
+- DELETE: 200 `Status` Success with details; 404 when absent.
+- Auth: bearer tokens (`--token`, repeatable) and/or client certificates signed by
+  `--client-ca`; anything else is 401. `--forbid VERB:PLURAL` answers 403 as RBAC would.
+
+Every request is appended to `--log` as one JSON line (method, path, query, content type,
+how it authenticated, body), so the tests check what toolkit sent.
+
+Usage: kube_apiserver.py --port N [--crds DIR]... [--cert C --key K] [--client-ca CA] [--token T]...
+       [--seed seed.json] [--log requests.jsonl] [--forbid patch:clusterqueues] [--k8s-version 1.33]
+"""
+
+import argparse
+import copy
+import datetime
+import glob
+import http.server
+import json
+import os
+import ssl
+import threading
+import urllib.parse
+import uuid
+
+import jsonschema
+import yaml
+
+CORE = {  # plural: (kind, namespaced)
+    "namespaces": ("Namespace", False),
+    "nodes": ("Node", False),
+    "configmaps": ("ConfigMap", True),
+}
+IDENTITY = {("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")}
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def status(code, reason, message, details=None):
+    """A metav1.Status as apimachinery's errors.go builds it (details left out when nil)."""
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code}
+    if details is not None:
+        body["details"] = details
+    return code, body
+
+
+def leaves(value, prefix=()):
+    """Paths of the leaves of an object: maps recurse, lists and scalars are leaves."""
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            yield from leaves(item, prefix + (key,))
+    else:
+        yield prefix, value
+
+
+def get_path(obj, path):
+    for key in path:
+        if not isinstance(obj, dict) or key not in obj:
+            return None
+        obj = obj[key]
+    return obj
+
+
+def set_path(obj, path, value):
+    for key in path[:-1]:
+        obj = obj.setdefault(key, {})
+    obj[path[-1]] = copy.deepcopy(value)
+
+
+def del_path(obj, path):
+    parents = []
+    for key in path[:-1]:
+        if not isinstance(obj, dict) or key not in obj:
+            return
+        parents.append((obj, key))
+        obj = obj[key]
+    obj.pop(path[-1], None)
+    for parent, key in reversed(parents):  # drop maps the removal emptied
+        if parent[key] == {}:
+            del parent[key]
+
+
+def dotted(path):
+    return "".join("." + key for key in path)
+
+
+def fields_v1(paths):
+    tree = {}
+    for path in paths:
+        node = tree
+        for key in path:
+            node = node.setdefault("f:" + key, {})
+    return tree
+
+
+class Store:
+    def __init__(self, crds, version):
+        self.lock = threading.Lock()
+        self.objects = {}  # (group, plural, namespace, name) -> {"object", "owners": {path: {manager}}, "ops": {manager: (op, apiVersion)}}
+        self.kinds = {}  # (group, version, plural) -> {"kind", "namespaced", "schema"}
+        self.version = version
+        self.next_version = 1000
+        for plural, (kind, namespaced) in CORE.items():
+            self.kinds[("", "v1", plural)] = {"kind": kind, "namespaced": namespaced, "schema": None}
+        for path in sorted(path for folder in crds for path in glob.glob(os.path.join(folder, "*.yaml"))):
+            with open(path) as handle:
+                crd = yaml.safe_load(handle)
+            spec = crd["spec"]
+            for served in spec["versions"]:
+                if served.get("served"):
+                    self.kinds[(spec["group"], served["name"], spec["names"]["plural"])] = {
+                        "kind": spec["names"]["kind"], "namespaced": spec["scope"] == "Namespaced",
+                        "schema": served["schema"]["openAPIV3Schema"]}
+
+    def resource_version(self):
+        self.next_version += 1
+        return str(self.next_version)
+
+
+def validate(store, info, group, obj):
+    """Causes for a 422 ([] when valid): schema errors, and the Topology CEL rules."""
+    causes = []
+    if info["schema"] is not None:
+        validator = jsonschema.Draft7Validator(info["schema"])
+        for error in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path)):
+            field = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in error.absolute_path).replace(".[", "[")
+            if error.validator == "required":
+                missing = error.message.split("'")[1]
+                causes.append({"reason": "FieldValueRequired", "message": "Required value",
+                               "field": f"{field}.{missing}" if field else missing})
+            elif error.validator == "enum":
+                allowed = ", ".join(f'"{value}"' for value in error.validator_value)
+                causes.append({"reason": "FieldValueNotSupported",
+                               "message": f"Unsupported value: {json.dumps(error.instance)}: supported values: {allowed}",
+                               "field": field})
+            else:
+                causes.append({"reason": "FieldValueInvalid",
+                               "message": f"Invalid value: {json.dumps(error.instance)}: {error.message}", "field": field})
+        if info["kind"] == "Topology":  # x-kubernetes-validations of kueue.x-k8s.io_topologies.yaml
+            labels = [level.get("nodeLabel") for level in obj.get("spec", {}).get("levels", [])]
+            if len(set(labels)) != len(labels):
+                causes.append({"reason": "FieldValueInvalid",
+                               "message": "Invalid value: \"array\": must be unique", "field": "spec.levels"})
+            if "kubernetes.io/hostname" in labels[:-1]:
+                causes.append({"reason": "FieldValueInvalid",
+                               "message": "Invalid value: \"array\": the kubernetes.io/hostname label can only be used at the lowest level of topology",
+                               "field": "spec.levels"})
+    else:
+        import kubernetes_validate
+        try:
+            kubernetes_validate.validate(obj, store.version, strict=True)
+        except kubernetes_validate.ValidationError as error:
+            field = ".".join(str(p) for p in error.path)
+            causes.append({"reason": "FieldValueInvalid", "message": f"Invalid value: {error.message}", "field": field})
+    return causes
+
+
+def managed_fields(entry):
+    out = []
+    for manager, (operation, api_version, time) in sorted(entry["ops"].items()):
+        paths = [path for path, owners in entry["owners"].items() if manager in owners]
+        if paths:
+            out.append({"manager": manager, "operation": operation, "apiVersion": api_version, "time": time,
+                        "fieldsType": "FieldsV1", "fieldsV1": fields_v1(sorted(paths))})
+    return out
+
+
+def shown(entry):
+    obj = copy.deepcopy(entry["object"])
+    obj["metadata"]["managedFields"] = managed_fields(entry)
+    return obj
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, code, body):
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def user(self):
+        header = self.headers.get("Authorization", "")
+        if header.startswith("Bearer ") and header[7:] in self.server.tokens:
+            return "bearer", "token-user"
+        cert = self.connection.getpeercert() if isinstance(self.connection, ssl.SSLSocket) else None
+        if cert:
+            subject = dict(item[0] for item in cert["subject"])
+            return "client-certificate", subject.get("commonName", "")
+        return "none", None
+
+    def handle_any(self, method):
+        url = urllib.parse.urlsplit(self.path)
+        query = dict(urllib.parse.parse_qsl(url.query))
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        auth, user = self.user()
+        with open(self.server.log, "a") as log:
+            log.write(json.dumps({"method": method, "path": url.path, "query": query, "auth": auth,
+                                  "content_type": self.headers.get("Content-Type"),
+                                  "body": json.loads(raw) if raw else None}) + "\n")
+        if user is None:
+            return self.reply(*status(401, "Unauthorized", "Unauthorized"))
+        with self.server.store.lock:
+            code, body = route(self.server, method, url.path, query, raw, user, self.headers.get("Content-Type"))
+        self.reply(code, body)
+
+    def do_GET(self):
+        self.handle_any("GET")
+
+    def do_PATCH(self):
+        self.handle_any("PATCH")
+
+    def do_DELETE(self):
+        self.handle_any("DELETE")
+
+
+def parse_path(path):
+    """(group, version, namespace, plural, name) of a REST path; None when it is not one."""
+    parts = [part for part in path.split("/") if part]
+    if parts[:2] == ["api", "v1"]:
+        group, version, rest = "", "v1", parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 3:
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return None
+    namespace = None
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    if len(rest) not in (1, 2):
+        return None
+    return group, version, namespace, rest[0], rest[1] if len(rest) == 2 else None
+
+
+def route(server, method, path, query, raw, user, content_type):
+    store = server.store
+    parsed = parse_path(path)
+    info = store.kinds.get(parsed[:2] + (parsed[3],)) if parsed else None
+    if info is None:  # not_found_handler.go: no details
+        return status(404, "NotFound", "the server could not find the requested resource")
+    group, version, namespace, plural, name = parsed
+    resource = f"{plural}.{group}" if group else plural
+    details = {"name": name, "group": group, "kind": plural} if group else {"name": name, "kind": plural}
+    verb = {"GET": "get" if name else "list", "PATCH": "patch", "DELETE": "delete"}[method]
+    if f"{verb}:{plural}" in server.forbid:  # authorization's forbidden message (errors.NewForbidden)
+        scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+        return status(403, "Forbidden",
+                      f'{resource} "{name}" is forbidden: User "{user}" cannot {verb} resource "{plural}" in API group "{group}" {scope}',
+                      details)
+    key = (group, plural, namespace, name)
+    entry = store.objects.get(key)
+    if method == "GET" and name is None:
+        selector = query.get("labelSelector", "")
+        want = dict(part.split("=", 1) for part in selector.split(",") if "=" in part)
+        items = [shown(e) for (g, p, _, _), e in sorted(store.objects.items(), key=lambda item: str(item[0]))
+                 if g == group and p == plural
+                 and all(e["object"]["metadata"].get("labels", {}).get(k) == v for k, v in want.items())]
+        return 200, {"kind": info["kind"] + "List", "apiVersion": f"{group}/{version}" if group else version,
+                     "metadata": {"resourceVersion": str(store.next_version)}, "items": items}
+    if method == "GET":
+        if entry is None:
+            return status(404, "NotFound", f'{resource} "{name}" not found', details)
+        return 200, shown(entry)
+    if method == "DELETE":
+        if entry is None:
+            return status(404, "NotFound", f'{resource} "{name}" not found', details)
+        if query.get("dryRun") != "All":
+            del store.objects[key]
+        gone = dict(details, uid=entry["object"]["metadata"]["uid"])
+        return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": gone}
+    # PATCH
+    if "apply-patch" not in (content_type or ""):
+        return status(415, "UnsupportedMediaType", 'the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml')
+    manager = query.get("fieldManager")
+    if not manager:
+        return status(400, "BadRequest", "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch")
+    if namespace and ("", "namespaces", None, namespace) not in store.objects:
+        return status(404, "NotFound", f'namespaces "{namespace}" not found', {"name": namespace, "kind": "namespaces"})
+    applied = yaml.safe_load(raw)
+    if applied.get("metadata", {}).get("name") != name or applied.get("kind") != info["kind"]:
+        return status(400, "BadRequest", "the name of the object does not match the name on the URL")
+    force = query.get("force") == "true"
+    dry_run = query.get("dryRun") == "All"
+    api_version = applied["apiVersion"]
+    paths = {p: v for p, v in leaves(applied) if p not in IDENTITY and p}
+    if entry is None:
+        work = {"object": copy.deepcopy(applied), "owners": {}, "ops": {}}
+        meta = work["object"]["metadata"]
+        meta.update({"uid": str(uuid.uuid4()), "creationTimestamp": now()})
+        created = True
+    else:
+        work = copy.deepcopy(entry)
+        created = False
+        conflicts = []
+        for p, value in paths.items():
+            others = work["owners"].get(p, set()) - {manager}
+            if others and get_path(work["object"], p) != value:
+                conflicts.append((p, sorted(others)))
+        if conflicts and not force:  # conflict.go: one cause per (manager, field)
+            causes, by_manager = [], {}
+            for p, others in conflicts:
+                for other in others:
+                    op, other_version, time = work["ops"][other]
+                    who = f'"{other}"' if op == "Apply" else f'"{other}" using {other_version}'
+                    causes.append({"reason": "FieldManagerConflict", "message": f"conflict with {who}", "field": dotted(p)})
+                    by_manager.setdefault(who, []).append(dotted(p))
+            if len(causes) == 1:
+                message = f"Apply failed with 1 conflict: {causes[0]['message']}: {causes[0]['field']}"
+            else:
+                parts = []
+                for who, fields in by_manager.items():
+                    if len(fields) == 1:
+                        parts.append(f"conflict with {who}: {fields[0]}")
+                    else:
+                        parts.append(f"conflicts with {who}:\n" + "\n".join(f"- {f}" for f in fields))
+                message = f"Apply failed with {len(causes)} conflicts: " + "\n".join(parts)
+            return status(409, "Conflict", message, {"causes": causes})
+        for p, _ in conflicts:
+            work["owners"][p] = set()
+        for p in [p for p, owners in work["owners"].items() if manager in owners and p not in paths]:
+            work["owners"][p].discard(manager)
+            if not work["owners"][p]:
+                del work["owners"][p]
+                del_path(work["object"], p)
+        for p, value in paths.items():
+            set_path(work["object"], p, value)
+    for p in paths:
+        work["owners"].setdefault(p, set()).add(manager)
+    work["ops"][manager] = ("Apply", api_version, now())
+    candidate = copy.deepcopy(work["object"])
+    candidate["metadata"].pop("managedFields", None)
+    check = {k: v for k, v in candidate.items()}
+    check["metadata"] = {k: v for k, v in candidate["metadata"].items() if k in ("name", "namespace", "labels", "annotations")}
+    causes = validate(store, info, group, check)
+    if causes:
+        kind = f"{info['kind']}.{group}" if group else info["kind"]
+        listed = [f"{c['field']}: {c['message']}" for c in causes]
+        joined = listed[0] if len(listed) == 1 else "[" + ", ".join(listed) + "]"
+        invalid = {"name": name, "kind": info["kind"], "causes": causes}
+        if group:
+            invalid["group"] = group
+        return status(422, "Invalid", f'{kind} "{name}" is invalid: {joined}', invalid)
+    changed = created or entry is None or strip(entry["object"]) != strip(work["object"])
+    if changed:
+        work["object"]["metadata"]["resourceVersion"] = store.resource_version()
+    if not dry_run:
+        store.objects[key] = work
+    return (201 if created else 200), shown(work)
+
+
+def strip(obj):
+    obj = copy.deepcopy(obj)
+    obj["metadata"].pop("resourceVersion", None)
+    return obj
+
+
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--crds", action="append", default=[])
+    parser.add_argument("--cert")
+    parser.add_argument("--key")
+    parser.add_argument("--client-ca")
+    parser.add_argument("--token", action="append", default=[])
+    parser.add_argument("--seed")
+    parser.add_argument("--log", default="requests.jsonl")
+    parser.add_argument("--forbid", action="append", default=[])
+    parser.add_argument("--k8s-version", default="1.33")
+    args = parser.parse_args()
+    server = Server(("127.0.0.1", args.port), Handler)
+    server.store = Store(args.crds, args.k8s_version)
+    server.tokens = set(args.token)
+    server.log = args.log
+    server.forbid = set(args.forbid)
+    if args.seed:  # objects other managers made before toolkit
+        with open(args.seed) as handle:
+            for seeded in json.load(handle):
+                obj = seeded["object"]
+                parsed = parse_path(seeded["path"])
+                key = (parsed[0], parsed[3], parsed[2], parsed[4])
+                entry = server.store.objects.setdefault(key, {"object": {}, "owners": {}, "ops": {}})
+                for p, value in leaves(obj):
+                    if p:
+                        set_path(entry["object"], p, value)
+                    if p and p not in IDENTITY:
+                        entry["owners"].setdefault(p, set()).add(seeded["manager"])
+                entry["object"]["metadata"].setdefault("uid", str(uuid.uuid4()))
+                entry["object"]["metadata"].setdefault("creationTimestamp", now())
+                entry["object"]["metadata"]["resourceVersion"] = server.store.resource_version()
+                entry["ops"][seeded["manager"]] = (seeded.get("operation", "Update"), obj["apiVersion"], now())
+    if args.cert:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.cert, args.key)
+        if args.client_ca:
+            context.load_verify_locations(args.client_ca)
+            context.verify_mode = ssl.CERT_OPTIONAL
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    print(f"listening on {args.port}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
