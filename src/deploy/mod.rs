@@ -176,7 +176,17 @@ pub async fn apply<C: Connector>(
 /// forgotten once removed, or at once when nothing is run to remove them (left in
 /// place); a removal that failed or did not run stays recorded, so a rerun retries.
 #[must_use]
-pub fn record(mut state: State, graph: &ResourceGraph, plan: &Plan, report: &ApplyReport) -> State {
+pub fn record(state: State, graph: &ResourceGraph, plan: &Plan, report: &ApplyReport) -> State {
+    record_changed(state, graph, plan, report).0
+}
+
+/// As [`record`], and whether any record changed: a deploy with nothing to do
+/// leaves the state file as it was when the hosts confirm it (as Terraform keeps its
+/// state when a refresh finds nothing new), which at thousands of nodes saves
+/// writing a file of a hundred megabytes.
+#[must_use]
+pub fn record_changed(mut state: State, graph: &ResourceGraph, plan: &Plan, report: &ApplyReport) -> (State, bool) {
+    let mut changed = false;
     let applied: HashSet<usize> = changed_indexes(graph, plan);
     let removals = removals(graph, plan, &state);
     // By graph index, looked up once per resource (a rollout records after every phase).
@@ -195,7 +205,7 @@ pub fn record(mut state: State, graph: &ResourceGraph, plan: &Plan, report: &App
         };
         if done {
             // 0 is "order unknown" (records from before orders were kept).
-            state.record_at(resource, rank as u64 + 1);
+            changed |= state.record_at(resource, rank as u64 + 1);
         }
     }
     let removal_outcomes: HashMap<&str, &Outcome> = report
@@ -208,10 +218,10 @@ pub fn record(mut state: State, graph: &ResourceGraph, plan: &Plan, report: &App
         let removed = !removal.undo.as_ref().is_some_and(Undo::acts)
             || removal_outcomes.get(removal.id.as_str()).is_some_and(|outcome| outcome.is_success());
         if removed {
-            state.forget(&removal.id);
+            changed |= state.forget(&removal.id);
         }
     }
-    state
+    (state, changed)
 }
 
 #[cfg(test)]

@@ -199,10 +199,11 @@ async fn locked_deploy<C: Connector, H: NodeHooks>(
     let carry_on = previous.rollout.as_ref().is_some_and(|rollout| rollout.in_flight().next().is_some());
     if !plan.summary.has_changes() && !carry_on {
         review.review(&plan, &unreachable).map_err(DeployError::Review)?;
-        write_state(
-            request.state_path,
-            super::record(previous, request.graph, &plan, &crate::apply::ApplyReport::default()),
-        )?;
+        let (refreshed, changed) =
+            super::record_changed(previous, request.graph, &plan, &crate::apply::ApplyReport::default());
+        if changed {
+            write_state(request.state_path, refreshed)?;
+        }
         return Ok(Outcome::NothingToDo(plan));
     }
     if !review.review(&plan, &unreachable).map_err(DeployError::Review)? {

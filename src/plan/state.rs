@@ -195,33 +195,42 @@ impl State {
         self.record_at(resource, order);
     }
 
-    /// Records `resource` as applied at position `order` of the apply order.
-    pub fn record_at(&mut self, resource: &Resource, order: u64) {
+    /// Records `resource` as applied at position `order` of the apply order; says
+    /// whether the record changed (a deploy that changes no record rewrites nothing).
+    pub fn record_at(&mut self, resource: &Resource, order: u64) -> bool {
         let (content_sha256, secret) = match &resource.desired {
             Desired::File { content, secret, .. } => {
-                if !secret {
-                    self.contents.entry(content.sha256().to_owned()).or_insert_with(|| content.text().to_owned());
+                if !secret && !self.contents.contains_key(content.sha256()) {
+                    self.contents.insert(content.sha256().to_owned(), content.text().to_owned());
                 }
                 (Some(content.sha256().to_owned()), *secret)
             }
             _ => (None, false),
         };
-        self.resources.insert(
-            resource.id.to_string(),
-            Recorded {
-                kind: resource.desired.kind().to_owned(),
-                fingerprint: resource.desired.fingerprint(),
-                content_sha256: content_sha256.filter(|_| !secret),
-                secret,
-                undo: Undo::of(&resource.desired),
-                order,
-            },
-        );
+        let recorded = Recorded {
+            kind: resource.desired.kind().to_owned(),
+            fingerprint: resource.desired.fingerprint(),
+            content_sha256: content_sha256.filter(|_| !secret),
+            secret,
+            undo: Undo::of(&resource.desired),
+            order,
+        };
+        match self.resources.get_mut(resource.id.as_str()) {
+            Some(old) if *old == recorded => false,
+            Some(old) => {
+                *old = recorded;
+                true
+            }
+            None => {
+                self.resources.insert(resource.id.to_string(), recorded);
+                true
+            }
+        }
     }
 
-    /// Forgets `id` (removed from the cluster).
-    pub fn forget(&mut self, id: &str) {
-        self.resources.remove(id);
+    /// Forgets `id` (removed from the cluster); says whether it was recorded.
+    pub fn forget(&mut self, id: &str) -> bool {
+        self.resources.remove(id).is_some()
     }
 
     /// Drops contents no resource refers to.
