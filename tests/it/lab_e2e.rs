@@ -663,7 +663,7 @@ fn check_bmc_stage_runs_first(dir: &Path) {
     let deploy = toolkit_metal(dir, &["deploy", "lab.yaml", "-i", "inventory.yaml", "--yes"]);
     let log = text(&deploy.stderr);
     assert_success(&deploy, "deploy with a BMC");
-    let api = log.find("API stage (BMCs and cloud)").unwrap_or_else(|| panic!("no API stage:\n{log}"));
+    let api = log.find("API stage (BMCs, cloud, Kubernetes)").unwrap_or_else(|| panic!("no API stage:\n{log}"));
     let ssh = log.find("changed: head:file:/etc/slurm/slurm.conf").unwrap_or_else(|| panic!("no SSH change:\n{log}"));
     assert!(api < ssh, "the API stage runs before the SSH stage:\n{log}");
     let partition = exec_ok(dir, "head", &["scontrol", "show", "partition", "gpu"]);
