@@ -125,7 +125,7 @@ mod tests {
 
     fn package(target: &str, name: &str, after: &[&str]) -> Resource {
         Resource::new(
-            Target { name: target.to_owned(), kind: TargetKind::Node },
+            Target { name: target.into(), kind: TargetKind::Node },
             name,
             Desired::Package { name: name.to_owned() },
         )

@@ -199,7 +199,7 @@ pub fn resources(manifest: &Manifest, base: &Path, inventory: &Inventory) -> Res
                 source,
             })
         };
-        let target = Target { name: host.clone(), kind: TargetKind::Node };
+        let target = Target { name: host.as_str().into(), kind: TargetKind::Node };
         let mut previous: Option<ResourceId> = None;
         for (index, entry) in manifest.resources.iter().enumerate() {
             let kinds = usize::from(entry.template.is_some())

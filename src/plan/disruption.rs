@@ -195,7 +195,7 @@ pub fn classify(
     let mut hosts: BTreeMap<String, HostDisruption> = BTreeMap::new();
     for change in &mut plan.changes {
         let resource = by_id.get(change.id.as_str()).map(|&index| &graph.resources[index]);
-        change.disruption = change_class(change, resource.map(|resource| (&resource.desired, resource.disruption)));
+        change.disruption = change_class(change, resource.map(|resource| (&*resource.desired, resource.disruption)));
         if change.disruption == Disruption::None {
             continue;
         }
@@ -268,7 +268,7 @@ pub(crate) mod tests {
     use crate::resource::{Content, OnChange, Resource, ResourceId, Target, TargetKind};
 
     fn target(name: &str) -> Target {
-        Target { name: name.to_owned(), kind: TargetKind::Node }
+        Target { name: name.into(), kind: TargetKind::Node }
     }
 
     /// A root-owned 0644 file on node `host` whose change has `disruption`.

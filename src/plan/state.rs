@@ -197,7 +197,7 @@ impl State {
 
     /// Records `resource` as applied at position `order` of the apply order.
     pub fn record_at(&mut self, resource: &Resource, order: u64) {
-        let (content_sha256, secret) = match &resource.desired {
+        let (content_sha256, secret) = match &*resource.desired {
             Desired::File { content, secret, .. } => {
                 if !secret {
                     self.contents.entry(content.sha256().to_owned()).or_insert_with(|| content.text().to_owned());

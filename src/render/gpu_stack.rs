@@ -149,8 +149,12 @@ pub fn render(
 /// prototype's own target renamed (ids on other targets stay).
 fn retarget(prototype: &Resource, target: &Target) -> Resource {
     let from = prototype.target.name.as_str();
-    let mut desired = prototype.desired.clone();
-    if let Desired::Service { watches, .. } = &mut desired {
+    // Shared unless it names ids on the prototype's target (a service's watches).
+    let mut desired = std::sync::Arc::clone(&prototype.desired);
+    if let Desired::Service { watches, .. } = &*desired
+        && watches.iter().any(|id| id.0.strip_prefix(from).is_some_and(|rest| rest.starts_with(':')))
+        && let Desired::Service { watches, .. } = std::sync::Arc::make_mut(&mut desired)
+    {
         for id in watches.iter_mut() {
             *id = rename(id, from, &target.name);
         }
@@ -183,7 +187,7 @@ pub(crate) fn is_fake(inventory: Option<&Inventory>, name: &str) -> bool {
 }
 
 fn node_target(name: &str) -> Target {
-    Target { name: name.to_owned(), kind: TargetKind::Node }
+    Target { name: name.into(), kind: TargetKind::Node }
 }
 
 /// slurmd loads SPANK plugins once, at start (spank(8): "if configuration is changed or
@@ -195,11 +199,11 @@ fn restart_slurmd_on_plugstack(plugstacks: &HashMap<String, (ResourceId, Resourc
     }
     for resource in out.iter_mut() {
         // The cheap test first: one resource in dozens is a slurmd.
-        let Desired::Service { name, watches, .. } = &mut resource.desired else { continue };
+        let Desired::Service { name, watches, .. } = std::sync::Arc::make_mut(&mut resource.desired) else { continue };
         if name != "slurmd" {
             continue;
         }
-        let Some((file, build)) = plugstacks.get(&resource.target.name) else { continue };
+        let Some((file, build)) = plugstacks.get(resource.target.name.as_str()) else { continue };
         watches.push(file.clone());
         resource.depends_on.extend([file.clone(), build.clone()]);
     }
@@ -614,7 +618,9 @@ mod tests {
     fn guard_passes(pin: &str, packages: &[&str]) -> bool {
         let packages: Vec<String> = packages.iter().map(|name| (*name).to_owned()).collect();
         let resource = driver_install(&node_target("here"), pin, &packages);
-        let Desired::Command { unless: Some(unless), .. } = resource.desired else { panic!("a guarded command") };
+        let Desired::Command { unless: Some(unless), .. } = std::sync::Arc::unwrap_or_clone(resource.desired) else {
+            panic!("a guarded command")
+        };
         Command::new(&unless[0]).args(&unless[1..]).status().expect("sh runs").success()
     }
 
@@ -626,7 +632,7 @@ mod tests {
             vec![ResourceId::new("gpu001", "package", "dcgm"), ResourceId::new("ctl01", "package", "slurmctld")],
         );
         let mut prototype = prototype;
-        if let Desired::Service { watches, .. } = &mut prototype.desired {
+        if let Desired::Service { watches, .. } = std::sync::Arc::make_mut(&mut prototype.desired) {
             watches.push(ResourceId::new("gpu001", "file", "/etc/dcgm.conf"));
         }
         let copy = retarget(&prototype, &node_target("gpu0012"));
@@ -634,7 +640,7 @@ mod tests {
         assert_eq!(copy.target.name, "gpu0012");
         let after: Vec<&str> = copy.depends_on.iter().map(ResourceId::as_str).collect();
         assert_eq!(after, ["gpu0012:package:dcgm", "ctl01:package:slurmctld"]);
-        let Desired::Service { watches, .. } = &copy.desired else { panic!("a service") };
+        let Desired::Service { watches, .. } = &*copy.desired else { panic!("a service") };
         assert_eq!(watches, &[ResourceId::new("gpu0012", "file", "/etc/dcgm.conf")]);
         // A target whose name extends another's is not the same target.
         let other = ResourceId::new("gpu0010", "package", "curl");

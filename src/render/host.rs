@@ -59,7 +59,7 @@ pub const UNIT_DIR: &str = "/etc/systemd/system";
 const EXPORT_OPTIONS: &str = "rw,sync,no_subtree_check";
 
 fn node_target(name: &str) -> Target {
-    Target { name: name.to_owned(), kind: TargetKind::Node }
+    Target { name: name.into(), kind: TargetKind::Node }
 }
 
 /// Appends this module's resources.

@@ -42,15 +42,15 @@ pub fn render(
         .nodes
         .iter()
         .filter(|node| !node.rails.is_empty())
-        .map(|node| Target { name: node.name.clone(), kind: TargetKind::Node });
+        .map(|node| Target { name: node.name.as_str().into(), kind: TargetKind::Node });
     let switches = model
         .fabric
         .switches
         .iter()
         .filter(|sw| switch::platform(model, inventory, &sw.name).is_none_or(|platform| platform.os == SwitchOs::Frr))
-        .map(|sw| Target { name: sw.name.clone(), kind: TargetKind::Switch });
+        .map(|sw| Target { name: sw.name.as_str().into(), kind: TargetKind::Switch });
     for target in nodes.chain(switches) {
-        let text = renderer.render("lldp/toolkit.conf.j2", minijinja::context! { hostname => &target.name })?;
+        let text = renderer.render("lldp/toolkit.conf.j2", minijinja::context! { hostname => target.name.as_str() })?;
         let lldpd = package(&target, "lldpd");
         let conf = file(&target, CONF, Content::new(text), 0o644).after([lldpd.id.clone()]);
         let service = service(&target, "lldpd", vec![conf.id.clone()], OnChange::Restart);
@@ -83,7 +83,7 @@ mod tests {
         // node01–04 have rails, head does not; leaf0, leaf1, spine0.
         assert_eq!(services, ["node01", "node02", "node03", "node04", "leaf0", "leaf1", "spine0"]);
         let conf = out.iter().find(|r| r.id.as_str() == format!("leaf0:file:{CONF}")).expect("leaf0 conf");
-        let Desired::File { content, .. } = &conf.desired else { panic!("a file") };
+        let Desired::File { content, .. } = &*conf.desired else { panic!("a file") };
         assert!(content.text().contains("configure lldp portidsubtype ifname"), "{}", content.text());
         let service = out.iter().find(|r| r.id.as_str() == "leaf0:service:lldpd").expect("leaf0 lldpd");
         assert!(service.depends_on.contains(&conf.id), "lldpd restarts after its file");

@@ -100,7 +100,7 @@ pub fn render(
             },
         )?);
         for node in nodes {
-            let target = Target { name: node.name.clone(), kind: TargetKind::Node };
+            let target = Target { name: node.name.as_str().into(), kind: TargetKind::Node };
             node_resources(&target, &ofed, &script, &unit, out);
         }
     }

@@ -342,7 +342,7 @@ impl FrrShared {
 }
 
 fn switch_target(name: &str) -> Target {
-    Target { name: name.to_owned(), kind: TargetKind::Switch }
+    Target { name: name.into(), kind: TargetKind::Switch }
 }
 
 /// The inventory's `port_macs` of switch `name`, checked.
@@ -371,7 +371,7 @@ fn render_frr(
     let tools = package(&target, "frr-pythontools");
     let daemons = owned_file(&target, FRR_DAEMONS, shared.daemons.clone(), 0o640, "frr", "frr").after([frr.id.clone()]);
     let mut conf = owned_file(&target, FRR_CONF, config, 0o640, "frr", "frr").after([frr.id.clone()]).after(named);
-    if let Desired::File { check, .. } = &mut conf.desired {
+    if let Desired::File { check, .. } = std::sync::Arc::make_mut(&mut conf.desired) {
         *check = Some(["vtysh", "--dryrun", "-f", "{}"].map(str::to_owned).to_vec());
     }
     let sysctl = owned_file(&target, FRR_SYSCTL, shared.sysctl.clone(), 0o644, "root", "root");
@@ -649,7 +649,7 @@ fn render_opensm(
         PartitionsContext { cluster: &model.name, partitions: partition_views(spec, model.fabric.switch_mtu)? },
     )?);
     for (rank, host) in sm_hosts.iter().enumerate() {
-        let target = Target { name: (*host).to_owned(), kind: TargetKind::Node };
+        let target = Target { name: (*host).into(), kind: TargetKind::Node };
         let sm_priority = TOP_SM_PRIORITY.saturating_sub(u8::try_from(rank).unwrap_or(u8::MAX));
         let conf = Content::new(renderer.render(
             "opensm/opensm.conf.j2",
@@ -715,8 +715,10 @@ mod tests {
         let vtysh = dir.path().join("vtysh");
         std::fs::write(&vtysh, format!("#!/bin/sh\ncat {}\n", answer.display())).expect("write");
         std::fs::set_permissions(&vtysh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
-        let target = Target { name: "leaf0".to_owned(), kind: TargetKind::Switch };
-        let Desired::Command { unless: Some(argv), .. } = bgp_verify(&target, expected).desired else {
+        let target = Target { name: "leaf0".into(), kind: TargetKind::Switch };
+        let Desired::Command { unless: Some(argv), .. } =
+            std::sync::Arc::unwrap_or_clone(bgp_verify(&target, expected).desired)
+        else {
             panic!("a guarded command")
         };
         let path = format!("{}:{}", dir.path().display(), std::env::var("PATH").unwrap_or_default());

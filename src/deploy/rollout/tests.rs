@@ -612,7 +612,7 @@ fn bmc_cluster(nodes: &[&str]) -> Cluster {
     let mut resources = Vec::new();
     let mut observed = BTreeMap::new();
     for node in nodes {
-        let target = Target { name: (*node).to_owned(), kind: TargetKind::Node };
+        let target = Target { name: (*node).into(), kind: TargetKind::Node };
         let items = [
             ApiDesired::Firmware {
                 host: (*node).to_owned(),

@@ -91,7 +91,7 @@ pub fn resources(model: &Model) -> Vec<Resource> {
     let mut out: Vec<Resource> = objects(model)
         .into_iter()
         .map(|planned| {
-            let target = Target { name: KUBERNETES_TARGET.to_owned(), kind: TargetKind::Node };
+            let target = Target { name: KUBERNETES_TARGET.into(), kind: TargetKind::Node };
             let item = ApiDesired::Kubernetes(Box::new(planned.object));
             let name = item.name();
             Resource::new(target, &name, Desired::Api(Box::new(item))).after(planned.after)
@@ -100,7 +100,7 @@ pub fn resources(model: &Model) -> Vec<Resource> {
     if let Some(kube) = kubernetes::expand(model)
         && let Some(host) = model.first_with(Role::Controller)
     {
-        let host = Target { name: host.name.clone(), kind: TargetKind::Node };
+        let host = Target { name: host.name.as_str().into(), kind: TargetKind::Node };
         for (chart, values) in charts(model, &kube) {
             out.extend(helm::resources(&host, &chart, &values));
         }

@@ -36,7 +36,7 @@ pub fn resources(
 ) -> Result<Vec<(String, ResourceId)>, RenderError> {
     let mut programs = Vec::new();
     for checks in nodes {
-        let target = Target { name: checks.node.clone(), kind: TargetKind::Node };
+        let target = Target { name: checks.node.as_str().into(), kind: TargetKind::Node };
         let text = script::render(checks, renderer)?;
         let directory = Resource::new(
             target.clone(),
