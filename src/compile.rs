@@ -66,7 +66,9 @@ pub fn compile_with(
             Diagnostic::error("render-failed", message).help("a template refers to a value the model does not have"),
         ])
     })?;
+    let health_start = resources.len();
     extend(&model, &mut resources)?;
+    crate::resource::SharedDesired::default().share(&mut resources[health_start..]);
     let api = render::api::resources(&model, inventory);
     let mut all = api.resources;
     if all.is_empty() && api.gates.is_empty() {
@@ -77,7 +79,7 @@ pub fn compile_with(
         all.extend(resources);
     } else {
         all.extend(resources.into_iter().map(|mut resource| {
-            if let Some(gate) = api.gates.get(&resource.target.name) {
+            if let Some(gate) = api.gates.get(resource.target.name.as_str()) {
                 resource.depends_on.push(gate.clone());
             }
             resource

@@ -52,6 +52,13 @@ impl fmt::Display for ResourceId {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Content(Arc<ContentInner>);
 
+impl std::hash::Hash for Content {
+    /// The digest stands for the text (equal texts have equal digests).
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.sha256.hash(state);
+    }
+}
+
 #[derive(Debug, PartialEq, Eq)]
 struct ContentInner {
     text: String,
@@ -112,8 +119,8 @@ pub const UNRESOLVED: &str = "unresolved";
 /// Where a resource lives: a node or a switch, by name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Target {
-    /// Host or switch name (`node01`, `leaf0`).
-    pub name: String,
+    /// Host or switch name (`node01`, `leaf0`); shared by the target's resources.
+    pub name: Text,
     /// Whether it is a node or a switch.
     pub kind: TargetKind,
 }
@@ -122,13 +129,13 @@ impl Target {
     /// The server `name`.
     #[must_use]
     pub fn node(name: &str) -> Self {
-        Self { name: name.to_owned(), kind: TargetKind::Node }
+        Self { name: name.into(), kind: TargetKind::Node }
     }
 
     /// The switch `name`.
     #[must_use]
     pub fn switch(name: &str) -> Self {
-        Self { name: name.to_owned(), kind: TargetKind::Switch }
+        Self { name: name.into(), kind: TargetKind::Switch }
     }
 }
 
@@ -143,7 +150,7 @@ pub enum TargetKind {
 }
 
 /// How a service reacts to a change of a file it watches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OnChange {
     /// `systemctl restart`.
@@ -228,6 +235,28 @@ pub enum Desired {
     Api(Box<ApiDesired>),
 }
 
+impl std::hash::Hash for Desired {
+    /// Every field but an API object's (whose JSON values do not hash): those hash
+    /// by kind and name alone, which equal objects share.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        std::mem::discriminant(self).hash(state);
+        match self {
+            Self::File { path, content, mode, owner, group, secret, check } => {
+                (path, content, mode, owner, group, secret, check).hash(state);
+            }
+            Self::Directory { path, mode, owner } => (path, mode, owner).hash(state),
+            Self::Package { name } => name.hash(state),
+            Self::Service { name, enabled, running, watches, on_change } => {
+                (name, enabled, running, watches, on_change).hash(state);
+            }
+            Self::Command { argv, creates, unless, description, undo, reads } => {
+                (argv, creates, unless, description, undo, reads).hash(state);
+            }
+            Self::Api(item) => (item.kind(), item.name()).hash(state),
+        }
+    }
+}
+
 impl Desired {
     /// Short kind name used in ids and plans.
     #[must_use]
@@ -274,7 +303,7 @@ impl Desired {
 /// Nothing printed, a failure or another number of lines means the object is not
 /// there yet. Values compare with surrounding blanks trimmed and inner runs of
 /// blanks as one space, so a value cannot hold a line break.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Reads {
     /// Program and arguments printing the current values; quoted when sent.
     pub argv: Vec<String>,
@@ -381,8 +410,9 @@ pub struct Resource {
     pub id: ResourceId,
     /// Where it lives.
     pub target: Target,
-    /// What it is.
-    pub desired: Desired,
+    /// What it is: shared by the resources that want the same (every node of a
+    /// group gets the same packages, services and most files).
+    pub desired: Arc<Desired>,
     /// Ids that must be in place first (on any target).
     pub depends_on: Vec<ResourceId>,
     /// What a change of it does to running work, declared by the renderer that knows
@@ -396,7 +426,7 @@ impl Resource {
     #[must_use]
     pub fn new(target: Target, name: &str, desired: Desired) -> Self {
         let id = ResourceId::new(&target.name, desired.kind(), name);
-        Self { id, target, desired, depends_on: Vec::new(), disruption: Disruption::None }
+        Self { id, target, desired: Arc::new(desired), depends_on: Vec::new(), disruption: Disruption::None }
     }
 
     /// Declares what a change of this resource does to running work.
@@ -411,6 +441,30 @@ impl Resource {
     pub fn after(mut self, ids: impl IntoIterator<Item = ResourceId>) -> Self {
         self.depends_on.extend(ids);
         self
+    }
+}
+
+/// Makes resources that want the same thing share one [`Desired`]: at scale the
+/// nodes of a group render the same packages, services, commands and files, each
+/// copy a few hundred bytes. Kept across render stages, so each stage's copies are
+/// dropped before the next one renders.
+#[derive(Debug, Default)]
+pub struct SharedDesired {
+    // foldhash: hundreds of thousands of resources, none chosen by an adversary.
+    seen: std::collections::HashSet<Arc<Desired>, foldhash::fast::RandomState>,
+}
+
+impl SharedDesired {
+    /// Points every resource of `resources` at the copy already seen of what it wants.
+    pub fn share(&mut self, resources: &mut [Resource]) {
+        for resource in resources {
+            match self.seen.get(&*resource.desired) {
+                Some(shared) => resource.desired = Arc::clone(shared),
+                None => {
+                    self.seen.insert(Arc::clone(&resource.desired));
+                }
+            }
+        }
     }
 }
 

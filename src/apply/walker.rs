@@ -52,7 +52,7 @@ pub async fn apply<C: Connector, S: std::hash::BuildHasher>(
     let mut waits: Vec<Vec<usize>> = (0..count).map(|index| graph.dependencies(index).collect()).collect();
     let mut watched: Vec<Vec<usize>> = vec![Vec::new(); count];
     for (index, resource) in graph.resources.iter().enumerate() {
-        if let Desired::Service { watches, .. } = &resource.desired {
+        if let Desired::Service { watches, .. } = &*resource.desired {
             for id in watches {
                 // Only files ordered before the service can be waited for without
                 // risking a cycle the graph did not check.
@@ -122,7 +122,7 @@ pub async fn apply<C: Connector, S: std::hash::BuildHasher>(
         outcomes.push(ResourceOutcome {
             index,
             id: resource.id.clone(),
-            target: resource.target.name.clone(),
+            target: resource.target.name.to_string(),
             outcome,
             elapsed_ms: elapsed.as_millis() as u64,
         });
@@ -288,7 +288,7 @@ impl<C: Connector> Run<'_, C> {
     }
 
     fn work(&self, index: usize) -> Option<Work> {
-        let restart = match &self.graph.resources[index].desired {
+        let restart = match &*self.graph.resources[index].desired {
             Desired::Service { on_change, .. } => {
                 let state = self.lock();
                 let changed =
@@ -308,13 +308,13 @@ impl<C: Connector> Run<'_, C> {
         if self.writable(index) {
             return self.write_batch(index, pending);
         }
-        if !matches!(self.graph.resources[index].desired, Desired::Package { .. }) {
+        if !matches!(*self.graph.resources[index].desired, Desired::Package { .. }) {
             return vec![index];
         }
         let mut batch = vec![index];
         batch.extend(pending.iter().copied().filter(|&other| {
             other != index
-                && matches!(self.graph.resources[other].desired, Desired::Package { .. })
+                && matches!(*self.graph.resources[other].desired, Desired::Package { .. })
                 && self.changes[other]
                 && matches!(self.readiness(other), Readiness::Ready)
         }));
@@ -323,7 +323,7 @@ impl<C: Connector> Run<'_, C> {
 
     /// A file without a check command (the check runs per file) or a directory.
     fn writable(&self, index: usize) -> bool {
-        match &self.graph.resources[index].desired {
+        match &*self.graph.resources[index].desired {
             Desired::File { check: None, content, .. } => !content.is_unresolved(),
             Desired::Directory { .. } => true,
             _ => false,
@@ -334,7 +334,7 @@ impl<C: Connector> Run<'_, C> {
         // Bounds keep one script's argv and input reasonable.
         const MAX_ITEMS: usize = 256;
         const MAX_BYTES: usize = 16 * 1024 * 1024;
-        let size = |i: usize| match &self.graph.resources[i].desired {
+        let size = |i: usize| match &*self.graph.resources[i].desired {
             Desired::File { content, .. } => content.len(),
             _ => 0,
         };
@@ -370,13 +370,13 @@ impl<C: Connector> Run<'_, C> {
         let resources: Vec<_> = batch.iter().map(|&index| &self.graph.resources[index]).collect();
         if resources.len() > 1 && self.writable(batch[0]) {
             tracing::info!(host = executor.host(), items = resources.len(), "writing files");
-            let desired: Vec<&Desired> = resources.iter().map(|resource| &resource.desired).collect();
+            let desired: Vec<&Desired> = resources.iter().map(|resource| &*resource.desired).collect();
             return ops::write_batch(executor, &desired, self.options.backup).await;
         }
         if resources.len() > 1 {
             let names: Vec<String> = resources
                 .iter()
-                .filter_map(|resource| match &resource.desired {
+                .filter_map(|resource| match &*resource.desired {
                     Desired::Package { name } => Some(name.clone()),
                     _ => None,
                 })
@@ -407,7 +407,7 @@ impl<C: Connector> Run<'_, C> {
             let _ = events.send(ResourceOutcome {
                 index,
                 id: resource.id.clone(),
-                target: resource.target.name.clone(),
+                target: resource.target.name.to_string(),
                 outcome: outcome.clone(),
                 elapsed_ms: elapsed.as_millis() as u64,
             });
@@ -415,7 +415,7 @@ impl<C: Connector> Run<'_, C> {
         {
             let mut state = self.lock();
             if matches!(outcome, Outcome::Failed { .. })
-                && state.failed_hosts.insert(resource.target.name.clone())
+                && state.failed_hosts.insert(resource.target.name.to_string())
                 && let Some(percent) = self.options.max_fail_percent
                 && state.failed_hosts.len() * 100 > usize::from(percent) * self.hosts_with_work
                 && !state.aborted

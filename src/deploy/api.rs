@@ -48,7 +48,7 @@ pub fn items(graph: &ResourceGraph) -> Vec<(usize, &ApiDesired)> {
         .resources
         .iter()
         .enumerate()
-        .filter_map(|(index, resource)| match &resource.desired {
+        .filter_map(|(index, resource)| match &*resource.desired {
             Desired::Api(item) => Some((index, item.as_ref())),
             _ => None,
         })
@@ -346,7 +346,7 @@ pub async fn apply(
     let mut work: BTreeMap<String, Vec<(usize, &ApiDesired, &Change)>> = BTreeMap::new();
     let mut cloud_work: Vec<(usize, &ApiDesired, &Change)> = Vec::new();
     for &index in &graph.order {
-        let Desired::Api(item) = &graph.resources[index].desired else { continue };
+        let Desired::Api(item) = &*graph.resources[index].desired else { continue };
         let Some(change) = by_id.get(item.id().as_str()) else { continue };
         if item.is_cloud() {
             cloud_work.push((index, item, change));

@@ -84,7 +84,7 @@ fn objects(graph: &ResourceGraph) -> Vec<(usize, &KubeObject)> {
         .resources
         .iter()
         .enumerate()
-        .filter_map(|(index, resource)| match &resource.desired {
+        .filter_map(|(index, resource)| match &*resource.desired {
             Desired::Api(item) => item.kubernetes().map(|object| (index, object)),
             _ => None,
         })
@@ -338,7 +338,7 @@ fn outcome(index: usize, object: &KubeObject, outcome: Outcome, started: Instant
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resource::{Resource, Target, TargetKind};
+    use crate::resource::{Resource, Target};
 
     fn object(plural: &str, body: Value) -> KubeObject {
         KubeObject::new(plural, body)
@@ -355,7 +355,7 @@ mod tests {
         let resources = items
             .iter()
             .map(|item| {
-                let target = Target { name: KUBERNETES_TARGET.to_owned(), kind: TargetKind::Node };
+                let target = Target::node(KUBERNETES_TARGET);
                 Resource::new(target, &item.name(), Desired::Api(Box::new(item.clone())))
             })
             .collect();

@@ -122,7 +122,7 @@ pub fn removals(graph: &ResourceGraph, plan: &Plan, recorded: &State) -> Vec<Rem
     let desired_paths: HashSet<(&str, &str)> = graph
         .resources
         .iter()
-        .filter_map(|resource| match &resource.desired {
+        .filter_map(|resource| match &*resource.desired {
             Desired::File { path, .. } | Desired::Directory { path, .. } => {
                 Some((resource.target.name.as_str(), path.as_str()))
             }
@@ -161,7 +161,7 @@ pub async fn apply<C: Connector>(
     options: &ApplyOptions,
 ) -> ApplyReport {
     let mut changes = changed_indexes(graph, plan);
-    changes.retain(|&index| !matches!(graph.resources[index].desired, Desired::Api(_)));
+    changes.retain(|&index| !matches!(*graph.resources[index].desired, Desired::Api(_)));
     let mut report = apply::apply(graph, &changes, connector, options).await;
     if !report.cancelled && !report.aborted {
         let removals = removals(graph, plan, recorded);

@@ -39,8 +39,8 @@ pub async fn observe<C: Connector>(
 ) -> Observation {
     let mut by_host: BTreeMap<&str, Vec<&Resource>> = BTreeMap::new();
     // API objects are observed through their APIs; hosts not up yet are not read.
-    for resource in graph.resources.iter().filter(|r| !matches!(r.desired, Desired::Api(_))) {
-        if !skip.contains(&resource.target.name) {
+    for resource in graph.resources.iter().filter(|r| !matches!(*r.desired, Desired::Api(_))) {
+        if !skip.contains(resource.target.name.as_str()) {
             by_host.entry(resource.target.name.as_str()).or_default().push(resource);
         }
     }
@@ -83,11 +83,11 @@ async fn observe_host<E: Executor>(executor: &E, resources: &[&Resource]) -> Res
     let mut old_texts: Vec<(&str, String)> = Vec::new();
     for resource in resources {
         let Some(fingerprint) = fingerprint(resource, &facts) else { continue };
-        let (content_sha256, secret) = match (&resource.desired, facts_file(&resource.desired, &facts)) {
+        let (content_sha256, secret) = match (&*resource.desired, facts_file(&resource.desired, &facts)) {
             (Desired::File { secret, .. }, Some(FileState::File { sha256, .. })) => (Some(sha256.clone()), *secret),
             _ => (None, false),
         };
-        if let (Desired::File { path, content, secret: false, .. }, Some(old)) = (&resource.desired, &content_sha256)
+        if let (Desired::File { path, content, secret: false, .. }, Some(old)) = (&*resource.desired, &content_sha256)
             && old != content.sha256()
             && !old_texts.iter().any(|(_, hash)| hash == old)
         {
@@ -125,7 +125,7 @@ fn facts_file<'f>(desired: &Desired, facts: &'f HostFacts) -> Option<&'f FileSta
 /// `None` when it is absent. A command whose guard holds is as desired; one that
 /// reads its values is fingerprinted by what it read.
 fn fingerprint(resource: &Resource, facts: &HostFacts) -> Option<String> {
-    match &resource.desired {
+    match &*resource.desired {
         Desired::File { path, .. } => match facts.files.get(path)? {
             FileState::File { sha256, meta } => {
                 Some(format!("sha256:{sha256} mode:{:o} owner:{}:{}", meta.mode, meta.owner, meta.group))

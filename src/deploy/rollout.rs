@@ -162,7 +162,7 @@ pub async fn run<C: Connector, S: Scheduler, H: NodeHooks>(
         run.report.notes.push("no scheduler answers yet: nothing runs jobs, every change applies at once".to_owned());
         let everything = run.changes.clone();
         let with_bmc: BTreeSet<String> =
-            run.bmc_changes.iter().map(|&index| graph.resources[index].target.name.clone()).collect();
+            run.bmc_changes.iter().map(|&index| graph.resources[index].target.name.to_string()).collect();
         for host in &with_bmc {
             run.apply_bmc(host, hooks).await;
         }
@@ -255,8 +255,8 @@ pub async fn run<C: Connector, S: Scheduler, H: NodeHooks>(
         .iter()
         .copied()
         .filter(|&index| {
-            let host = &graph.resources[index].target.name;
-            !rolled.contains(host) && !restarting.contains(host)
+            let host = graph.resources[index].target.name.as_str();
+            !rolled.contains(host) && !restarting.iter().any(|name| name == host)
         })
         .collect();
     run.apply(connector, apply_options, &first).await;
@@ -408,7 +408,7 @@ impl<'a> Run<'a> {
         let (bmc_changes, ssh): (HashSet<usize>, HashSet<usize>) =
             changes.drain().partition(|&index| waiting.contains(graph.resources[index].id.as_str()));
         changes = ssh;
-        changes.retain(|&index| !matches!(graph.resources[index].desired, Desired::Api(_)));
+        changes.retain(|&index| !matches!(*graph.resources[index].desired, Desired::Api(_)));
         let removals = super::removals(graph, plan, &state);
         Self {
             graph,
@@ -494,7 +494,7 @@ impl<'a> Run<'a> {
         let graph = self.graph;
         indexes
             .iter()
-            .filter_map(|&index| match &graph.resources[index].desired {
+            .filter_map(|&index| match &*graph.resources[index].desired {
                 Desired::Api(item) => Some(item.as_ref()),
                 _ => None,
             })
@@ -582,7 +582,7 @@ impl<'a> Run<'a> {
                 self.outcomes[index] = Some(ResourceOutcome {
                     index,
                     id: resource.id.clone(),
-                    target: resource.target.name.clone(),
+                    target: resource.target.name.to_string(),
                     outcome: Outcome::Skipped { reason: SkipReason::NotReached },
                     elapsed_ms: 0,
                 });
@@ -608,7 +608,7 @@ impl<'a> Run<'a> {
                     ResourceOutcome {
                         index,
                         id: resource.id.clone(),
-                        target: resource.target.name.clone(),
+                        target: resource.target.name.to_string(),
                         outcome,
                         elapsed_ms: 0,
                     }
@@ -715,7 +715,7 @@ impl<'a> Run<'a> {
             .copied()
             .filter(|&index| {
                 let host = &self.graph.resources[index].target.name;
-                drained.contains(host) && !self.host_failed(host)
+                drained.contains(&host.to_string()) && !self.host_failed(host)
             })
             .collect();
         self.apply(connector, apply_options, &changes).await;

@@ -128,7 +128,7 @@ pub async fn gather<E: Executor>(executor: &E, resources: &[&Resource]) -> Resul
     let mut commands = Vec::new();
     let mut command_ids = Vec::new();
     for resource in resources {
-        match &resource.desired {
+        match &*resource.desired {
             Desired::File { path, .. } | Desired::Directory { path, .. } => paths.push(path.clone()),
             Desired::Package { name } => packages.push(name.clone()),
             Desired::Service { name, .. } => units.push(name.clone()),

@@ -360,7 +360,7 @@ mod tests {
             .graph
             .resources
             .iter()
-            .filter_map(|resource| match &resource.desired {
+            .filter_map(|resource| match &*resource.desired {
                 crate::resource::Desired::Package { name } => Some(name.as_str()),
                 _ => None,
             })

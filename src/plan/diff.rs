@@ -53,7 +53,7 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
             }
             Some(recorded) => (Action::Update, texts.take(describe_update(&recorded.fingerprint, &after))),
         };
-        let values = match &resource.desired {
+        let values = match &*resource.desired {
             Desired::Command { reads: Some(_), .. } if matches!(action, Action::Create | Action::Update) => {
                 let before = recorded.map(|r| r.fingerprint.as_str());
                 values_cache.entry((before, after.clone())).or_insert_with(|| value_changes(before, &after)).clone()
@@ -69,7 +69,7 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
                 texts.take(format!("{} changed", keys.join(", ")))
             };
         }
-        if let Desired::Service { watches, on_change, .. } = &resource.desired
+        if let Desired::Service { watches, on_change, .. } = &*resource.desired
             && action == Action::NoOp
             && let Some(file) = watches.iter().find(|w| changed_files.contains(w.as_str()))
         {
@@ -82,14 +82,14 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
         }
         let mut file_diff = None;
         let mut secret = false;
-        if let Desired::Api(item) = &resource.desired
+        if let Desired::Api(item) = &*resource.desired
             && let Some(object) = item.kubernetes()
             && action == Action::Update
             && let Some(recorded) = recorded
         {
             file_diff = Some(unified_diff(&format!("/{}", object.display()), &recorded.fingerprint, &after));
         }
-        if let Desired::File { path, content, secret: is_secret, .. } = &resource.desired {
+        if let Desired::File { path, content, secret: is_secret, .. } = &*resource.desired {
             secret = *is_secret;
             if matches!(action, Action::Create | Action::Update) {
                 changed_files.insert(resource.id.as_str());
@@ -108,7 +108,7 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
                 }
             }
         }
-        let name = match &resource.desired {
+        let name = match &*resource.desired {
             Desired::File { path, .. } | Desired::Directory { path, .. } => texts.get(path),
             Desired::Package { name } | Desired::Service { name, .. } => texts.get(name),
             Desired::Command { description, .. } => texts.get(description),
@@ -313,7 +313,7 @@ mod tests {
         assert_eq!(same.changes[0].action, Action::NoOp);
         assert!(same.changes[0].diff.is_none());
         let mut loose = key(Content::unresolved_secret());
-        if let Desired::File { mode, .. } = &mut loose.desired {
+        if let Desired::File { mode, .. } = std::sync::Arc::make_mut(&mut loose.desired) {
             *mode = 0o644;
         }
         let changed = plan(vec![loose], &state);

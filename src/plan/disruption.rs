@@ -195,7 +195,7 @@ pub fn classify(
     let mut hosts: BTreeMap<String, HostDisruption> = BTreeMap::new();
     for change in &mut plan.changes {
         let resource = by_id.get(change.id.as_str()).map(|&index| &graph.resources[index]);
-        change.disruption = change_class(change, resource.map(|resource| (&resource.desired, resource.disruption)));
+        change.disruption = change_class(change, resource.map(|resource| (&*resource.desired, resource.disruption)));
         if change.disruption == Disruption::None {
             continue;
         }

@@ -17,12 +17,12 @@ pub fn write_tree(dir: &Path, resources: &[Resource]) -> std::io::Result<usize> 
     let mut written = 0;
     let mut secrets = String::new();
     for resource in resources {
-        let Desired::File { path, content, secret, .. } = &resource.desired else { continue };
+        let Desired::File { path, content, secret, .. } = &*resource.desired else { continue };
         if *secret {
             let _ = writeln!(secrets, "{} {path}", resource.target.name);
             continue;
         }
-        let destination = dir.join(&resource.target.name).join(relative(path));
+        let destination = dir.join(resource.target.name.as_str()).join(relative(path));
         if let Some(parent) = destination.parent() {
             std::fs::create_dir_all(parent)?;
         }

@@ -198,7 +198,7 @@ impl State {
     /// Records `resource` as applied at position `order` of the apply order; says
     /// whether the record changed (a deploy that changes no record rewrites nothing).
     pub fn record_at(&mut self, resource: &Resource, order: u64) -> bool {
-        let (content_sha256, secret) = match &resource.desired {
+        let (content_sha256, secret) = match &*resource.desired {
             Desired::File { content, secret, .. } => {
                 if !secret && !self.contents.contains_key(content.sha256()) {
                     self.contents.insert(content.sha256().to_owned(), content.text().to_owned());

@@ -247,7 +247,7 @@ cloud:
         assert_eq!(api.gates["head"].as_str(), "head:power:system");
         assert_eq!(api.gates["gpu01"].as_str(), "gpu01:instance:mixed");
         assert_eq!(api.firmware["head"]["BIOS"], "2.4.0");
-        let Desired::Api(item) = &api.resources[4].desired else { panic!("an API object") };
+        let Desired::Api(item) = &*api.resources[4].desired else { panic!("an API object") };
         let ApiDesired::Instance { interfaces, placement_group, .. } = item.as_ref() else { panic!("an instance") };
         assert_eq!(placement_group.as_deref(), Some("pg"));
         let layout: Vec<(&str, u32, u32, Option<&str>)> = interfaces
@@ -293,7 +293,7 @@ cloud:
             ]
         );
         assert_eq!(api.resources[1].disruption, crate::resource::Disruption::Reboot);
-        let Desired::Api(item) = &api.resources[1].desired else { panic!("an API object") };
+        let Desired::Api(item) = &*api.resources[1].desired else { panic!("an API object") };
         assert_eq!(item.value().as_deref(), Some("U46 v2.70 (01/11/2023)"));
         assert!(matches!(item.as_ref(), ApiDesired::Firmware { sha256, .. } if sha256 == "abc"));
         assert_eq!(api.firmware["head"], BTreeMap::from([("BMC".to_owned(), "7.10".to_owned())]));
@@ -315,7 +315,7 @@ cloud:
         .expect("compiles");
         let graph = &compiled.graph;
         for resource in &graph.resources {
-            if matches!(resource.desired, Desired::Api(_)) {
+            if matches!(*resource.desired, Desired::Api(_)) {
                 continue;
             }
             let gate = match resource.target.name.as_str() {

@@ -153,7 +153,7 @@ mod tests {
         let target = Target::node("node01");
         let content = Content::new("net.ipv4.ip_forward = 1\nnet/ipv4/conf/all/rp_filter = 2\n".to_owned());
         let resource = sysctl_apply(&target, "sysctl-test", "/etc/sysctl.d/t.conf", &content, "apply");
-        let Desired::Command { argv, reads: Some(reads), creates: None, unless: None, .. } = &resource.desired else {
+        let Desired::Command { argv, reads: Some(reads), creates: None, unless: None, .. } = &*resource.desired else {
             panic!("{resource:?}");
         };
         assert_eq!(argv, &["sysctl", "-p", "/etc/sysctl.d/t.conf"]);

@@ -149,8 +149,12 @@ pub fn render(
 /// prototype's own target renamed (ids on other targets stay).
 fn retarget(prototype: &Resource, target: &Target) -> Resource {
     let from = prototype.target.name.as_str();
-    let mut desired = prototype.desired.clone();
-    if let Desired::Service { watches, .. } = &mut desired {
+    // Shared unless it names ids on the prototype's target (a service's watches).
+    let mut desired = std::sync::Arc::clone(&prototype.desired);
+    if let Desired::Service { watches, .. } = &*desired
+        && watches.iter().any(|id| id.0.strip_prefix(from).is_some_and(|rest| rest.starts_with(':')))
+        && let Desired::Service { watches, .. } = std::sync::Arc::make_mut(&mut desired)
+    {
         for id in watches.iter_mut() {
             *id = rename(id, from, &target.name);
         }
@@ -191,11 +195,11 @@ fn restart_slurmd_on_plugstack(plugstacks: &HashMap<String, (ResourceId, Resourc
     }
     for resource in out.iter_mut() {
         // The cheap test first: one resource in dozens is a slurmd.
-        let Desired::Service { name, watches, .. } = &mut resource.desired else { continue };
+        let Desired::Service { name, watches, .. } = std::sync::Arc::make_mut(&mut resource.desired) else { continue };
         if name != "slurmd" {
             continue;
         }
-        let Some((file, build)) = plugstacks.get(&resource.target.name) else { continue };
+        let Some((file, build)) = plugstacks.get(resource.target.name.as_str()) else { continue };
         watches.push(file.clone());
         resource.depends_on.extend([file.clone(), build.clone()]);
     }
@@ -610,7 +614,9 @@ mod tests {
     fn guard_passes(pin: &str, packages: &[&str]) -> bool {
         let packages: Vec<String> = packages.iter().map(|name| (*name).to_owned()).collect();
         let resource = driver_install(&Target::node("here"), pin, &packages);
-        let Desired::Command { unless: Some(unless), .. } = resource.desired else { panic!("a guarded command") };
+        let Desired::Command { unless: Some(unless), .. } = std::sync::Arc::unwrap_or_clone(resource.desired) else {
+            panic!("a guarded command")
+        };
         Command::new(&unless[0]).args(&unless[1..]).status().expect("sh runs").success()
     }
 
@@ -622,7 +628,7 @@ mod tests {
             vec![ResourceId::new("gpu001", "package", "dcgm"), ResourceId::new("ctl01", "package", "slurmctld")],
         );
         let mut prototype = prototype;
-        if let Desired::Service { watches, .. } = &mut prototype.desired {
+        if let Desired::Service { watches, .. } = std::sync::Arc::make_mut(&mut prototype.desired) {
             watches.push(ResourceId::new("gpu001", "file", "/etc/dcgm.conf"));
         }
         let copy = retarget(&prototype, &Target::node("gpu0012"));
@@ -630,7 +636,7 @@ mod tests {
         assert_eq!(copy.target.name, "gpu0012");
         let after: Vec<&str> = copy.depends_on.iter().map(ResourceId::as_str).collect();
         assert_eq!(after, ["gpu0012:package:dcgm", "ctl01:package:slurmctld"]);
-        let Desired::Service { watches, .. } = &copy.desired else { panic!("a service") };
+        let Desired::Service { watches, .. } = &*copy.desired else { panic!("a service") };
         assert_eq!(watches, &[ResourceId::new("gpu0012", "file", "/etc/dcgm.conf")]);
         // A target whose name extends another's is not the same target.
         let other = ResourceId::new("gpu0010", "package", "curl");

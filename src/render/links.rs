@@ -190,7 +190,7 @@ mod tests {
                 "node01:service:toolkit-link-names",
             ]
         );
-        let Desired::File { content, mode, .. } = &out[0].desired else { panic!("{:?}", out[0]) };
+        let Desired::File { content, mode, .. } = &*out[0].desired else { panic!("{:?}", out[0]) };
         assert_eq!(*mode, 0o755);
         assert!(content.text().contains("current=$(find_link '02:42:0a:c8:00:22' 'rail1')\n"));
         // The script parses as POSIX sh (what `/bin/sh` is on Debian: dash).
@@ -199,7 +199,7 @@ mod tests {
         std::fs::write(&path, content.text()).expect("write");
         let check = std::process::Command::new("sh").arg("-n").arg(&path).output().expect("sh runs");
         assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
-        let Desired::Command { argv, creates, .. } = &out[2].desired else { panic!("{:?}", out[2]) };
+        let Desired::Command { argv, creates, .. } = &*out[2].desired else { panic!("{:?}", out[2]) };
         let marker = creates.as_deref().expect("a marker");
         assert!(marker.starts_with("/var/lib/toolkit/applied/link-names-"), "{marker}");
         assert!(argv[2].starts_with("/usr/local/sbin/toolkit-link-names && "), "{argv:?}");

@@ -46,7 +46,7 @@ pub fn render(
         .filter(|sw| switch::platform(model, inventory, &sw.name).is_none_or(|platform| platform.os == SwitchOs::Frr))
         .map(|sw| Target::switch(&sw.name));
     for target in nodes.chain(switches) {
-        let text = renderer.render("lldp/toolkit.conf.j2", minijinja::context! { hostname => &target.name })?;
+        let text = renderer.render("lldp/toolkit.conf.j2", minijinja::context! { hostname => target.name.as_str() })?;
         let lldpd = package(&target, "lldpd");
         let conf = file(&target, CONF, Content::new(text), 0o644).after([lldpd.id.clone()]);
         let service = service(&target, "lldpd", vec![conf.id.clone()], OnChange::Restart);
@@ -79,7 +79,7 @@ mod tests {
         // node01–04 have rails, head does not; leaf0, leaf1, spine0.
         assert_eq!(services, ["node01", "node02", "node03", "node04", "leaf0", "leaf1", "spine0"]);
         let conf = out.iter().find(|r| r.id.as_str() == format!("leaf0:file:{CONF}")).expect("leaf0 conf");
-        let Desired::File { content, .. } = &conf.desired else { panic!("a file") };
+        let Desired::File { content, .. } = &*conf.desired else { panic!("a file") };
         assert!(content.text().contains("configure lldp portidsubtype ifname"), "{}", content.text());
         let service = out.iter().find(|r| r.id.as_str() == "leaf0:service:lldpd").expect("leaf0 lldpd");
         assert!(service.depends_on.contains(&conf.id), "lldpd restarts after its file");

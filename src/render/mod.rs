@@ -29,7 +29,7 @@ use thiserror::Error;
 
 use crate::inventory::Inventory;
 use crate::model::Model;
-use crate::resource::Resource;
+use crate::resource::{Resource, SharedDesired};
 
 /// A template that could not be loaded or rendered.
 #[derive(Debug, Error)]
@@ -155,14 +155,24 @@ pub fn render(
     renderer: &Renderer,
 ) -> Result<Vec<Resource>, RenderError> {
     let mut resources = Vec::new();
-    host::render(model, inventory, renderer, &mut resources)?;
-    slurm::render(model, inventory, renderer, secrets, &mut resources)?;
-    gpu_stack::render(model, inventory, renderer, &mut resources)?;
-    roce_qos::render(model, inventory, renderer, &mut resources)?;
-    switch::render(model, inventory, renderer, &mut resources)?;
-    lldp::render(model, inventory, renderer, &mut resources)?;
-    monitoring::render(model, inventory, &secrets.named, &mut resources)?;
-    package_cache::render(model, renderer, &mut resources)?;
+    // Each stage's per-node copies of the same thing become one before the next
+    // stage renders, so they never all live at once.
+    let mut shared = SharedDesired::default();
+    let mut stage = |resources: &mut Vec<Resource>,
+                     render: &mut dyn FnMut(&mut Vec<Resource>) -> Result<(), RenderError>| {
+        let start = resources.len();
+        render(resources)?;
+        shared.share(&mut resources[start..]);
+        Ok::<(), RenderError>(())
+    };
+    stage(&mut resources, &mut |out| host::render(model, inventory, renderer, out))?;
+    stage(&mut resources, &mut |out| slurm::render(model, inventory, renderer, secrets, out))?;
+    stage(&mut resources, &mut |out| gpu_stack::render(model, inventory, renderer, out))?;
+    stage(&mut resources, &mut |out| roce_qos::render(model, inventory, renderer, out))?;
+    stage(&mut resources, &mut |out| switch::render(model, inventory, renderer, out))?;
+    stage(&mut resources, &mut |out| lldp::render(model, inventory, renderer, out))?;
+    stage(&mut resources, &mut |out| monitoring::render(model, inventory, &secrets.named, out))?;
+    stage(&mut resources, &mut |out| package_cache::render(model, renderer, out))?;
     package_cache::order_package_installs(&mut resources);
     // The vector grew by doubling: up to half of it spare slots of a 256-byte struct
     // that would live as long as the plan (a large block: the allocator remaps, no copy).

@@ -144,19 +144,19 @@ pub fn render(model: &Model, renderer: &Renderer, out: &mut Vec<Resource>) -> Re
 pub fn order_package_installs(resources: &mut [Resource]) {
     let proxied: std::collections::HashMap<String, ResourceId> = resources
         .iter()
-        .filter(|resource| matches!(&resource.desired, Desired::File { path, .. } if path == APT_PROXY))
-        .map(|resource| (resource.target.name.clone(), resource.id.clone()))
+        .filter(|resource| matches!(&*resource.desired, Desired::File { path, .. } if path == APT_PROXY))
+        .map(|resource| (resource.target.name.to_string(), resource.id.clone()))
         .collect();
     if proxied.is_empty() {
         return;
     }
     for resource in resources.iter_mut() {
-        let uses_apt = match &resource.desired {
+        let uses_apt = match &*resource.desired {
             Desired::Package { .. } => true,
             Desired::Command { argv, .. } => argv.iter().any(|word| word.contains("apt-get")),
             _ => false,
         };
-        if uses_apt && let Some(proxy) = proxied.get(&resource.target.name) {
+        if uses_apt && let Some(proxy) = proxied.get(resource.target.name.as_str()) {
             resource.depends_on.push(proxy.clone());
         }
     }
@@ -182,7 +182,7 @@ mod tests {
     }
 
     fn text(resource: &Resource) -> &str {
-        let Desired::File { content, .. } = &resource.desired else { panic!("{} is not a file", resource.id) };
+        let Desired::File { content, .. } = &*resource.desired else { panic!("{} is not a file", resource.id) };
         content.text()
     }
 
@@ -203,7 +203,7 @@ mod tests {
         );
         // Every package and apt-get of a proxied node waits for the proxy setting.
         for resource in out.iter().filter(|r| r.target.name == "dgx001") {
-            let apt = match &resource.desired {
+            let apt = match &*resource.desired {
                 Desired::Package { .. } => true,
                 Desired::Command { argv, .. } => argv.iter().any(|word| word.contains("apt-get")),
                 _ => false,

@@ -337,7 +337,7 @@ fn command(host: &str, name: &str, argv: Vec<String>, unless: Vec<String>, descr
 /// `resource` (a command) undone by `argv` once it leaves the blueprint; an empty
 /// `argv` says there is nothing to undo.
 fn undone_by(mut resource: Resource, argv: Vec<String>) -> Resource {
-    if let Desired::Command { undo, .. } = &mut resource.desired {
+    if let Desired::Command { undo, .. } = std::sync::Arc::make_mut(&mut resource.desired) {
         *undo = Some(argv);
     }
     resource
@@ -871,7 +871,7 @@ mod tests {
     fn describe(resources: &[Resource]) -> String {
         let mut text = String::new();
         for resource in resources {
-            let what = match &resource.desired {
+            let what = match &*resource.desired {
                 Desired::File { mode, owner, group, secret, content, .. } => {
                     let secret = if *secret { " secret" } else { "" };
                     format!("{mode:o} {owner}:{group}{secret} sha256:{}", &content.sha256()[..12])
@@ -910,7 +910,7 @@ mod tests {
             out.iter().filter(|r| r.id.as_str().ends_with(":command:fake-gpu-devices")).collect();
         // The head has no GPUs and node03 has real ones: only node02 gets devices.
         assert_eq!(devices.iter().map(|r| r.target.name.as_str()).collect::<Vec<_>>(), ["node02"]);
-        let Desired::Command { argv, unless, creates, .. } = &devices[0].desired else { panic!("{:?}", devices[0]) };
+        let Desired::Command { argv, unless, creates, .. } = &*devices[0].desired else { panic!("{:?}", devices[0]) };
         assert_eq!(argv[..2], ["sh", "-c"]);
         assert!(argv[2].contains(r#"echo "c /dev/nvidia$i 0666 root root - 195:$i""#), "{argv:?}");
         assert!(argv[2].contains("systemd-tmpfiles --create"), "made now, and at every boot: {argv:?}");
@@ -931,7 +931,7 @@ mod tests {
     fn accounting_commands_declare_their_undo() {
         let undos: Vec<(String, Option<Vec<String>>)> = lab_resources()
             .into_iter()
-            .filter_map(|resource| match resource.desired {
+            .filter_map(|resource| match std::sync::Arc::unwrap_or_clone(resource.desired) {
                 Desired::Command { undo, .. } if resource.id.as_str().starts_with("head:command:") => {
                     Some((resource.id.to_string(), undo))
                 }
@@ -1035,7 +1035,7 @@ mod tests {
         let path = format!("{}:{}", dir.path().display(), std::env::var("PATH").unwrap_or_default());
         let (mut guards, mut reads) = (0, 0);
         for resource in lab_resources() {
-            let (guard, is_read) = match &resource.desired {
+            let (guard, is_read) = match &*resource.desired {
                 Desired::Command { unless: Some(guard), .. } => (guard, false),
                 Desired::Command { reads: Some(read), .. } => (&read.argv, true),
                 _ => continue,
@@ -1100,7 +1100,7 @@ mod tests {
         let resources = lab_resources();
         let password = secrets().db_password.expect("test password");
         for resource in &resources {
-            match &resource.desired {
+            match &*resource.desired {
                 Desired::Command { argv, unless, description, reads, .. } => {
                     let read = reads.iter().flat_map(|reads| &reads.argv);
                     let all = argv.iter().chain(unless.iter().flatten()).chain(read).chain([description]);
@@ -1114,9 +1114,9 @@ mod tests {
         }
         let dbd =
             resources.iter().find(|r| r.id.as_str() == "head:file:/etc/slurm/slurmdbd.conf").expect("slurmdbd.conf");
-        assert!(matches!(&dbd.desired, Desired::File { mode: 0o600, owner, secret: true, .. } if owner == "slurm"));
+        assert!(matches!(&*dbd.desired, Desired::File { mode: 0o600, owner, secret: true, .. } if owner == "slurm"));
         let key = resources.iter().find(|r| r.id.as_str() == "node02:file:/etc/munge/munge.key").expect("munge key");
-        assert!(matches!(&key.desired, Desired::File { mode: 0o400, owner, secret: true, .. } if owner == "munge"));
+        assert!(matches!(&*key.desired, Desired::File { mode: 0o400, owner, secret: true, .. } if owner == "munge"));
     }
 
     #[test]
@@ -1170,7 +1170,7 @@ tenants:
 
         let slurm_confs: Vec<&Content> = out
             .iter()
-            .filter_map(|resource| match &resource.desired {
+            .filter_map(|resource| match &*resource.desired {
                 Desired::File { path, content, .. } if path == SLURM_CONF => Some(content),
                 _ => None,
             })
@@ -1185,7 +1185,7 @@ tenants:
         assert!(first.text().contains("NodeName=gpu[0001-4096] "));
         let topology = out
             .iter()
-            .find_map(|resource| match &resource.desired {
+            .find_map(|resource| match &*resource.desired {
                 Desired::File { path, content, .. } if path == TOPOLOGY_CONF => Some(content.text()),
                 _ => None,
             })

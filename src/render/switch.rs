@@ -367,7 +367,7 @@ fn render_frr(
     let tools = package(&target, "frr-pythontools");
     let daemons = owned_file(&target, FRR_DAEMONS, shared.daemons.clone(), 0o640, "frr", "frr").after([frr.id.clone()]);
     let mut conf = owned_file(&target, FRR_CONF, config, 0o640, "frr", "frr").after([frr.id.clone()]).after(named);
-    if let Desired::File { check, .. } = &mut conf.desired {
+    if let Desired::File { check, .. } = std::sync::Arc::make_mut(&mut conf.desired) {
         *check = Some(["vtysh", "--dryrun", "-f", "{}"].map(str::to_owned).to_vec());
     }
     let sysctl = owned_file(&target, FRR_SYSCTL, shared.sysctl.clone(), 0o644, "root", "root");
@@ -712,7 +712,9 @@ mod tests {
         std::fs::write(&vtysh, format!("#!/bin/sh\ncat {}\n", answer.display())).expect("write");
         std::fs::set_permissions(&vtysh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
         let target = Target::switch("leaf0");
-        let Desired::Command { unless: Some(argv), .. } = bgp_verify(&target, expected).desired else {
+        let Desired::Command { unless: Some(argv), .. } =
+            std::sync::Arc::unwrap_or_clone(bgp_verify(&target, expected).desired)
+        else {
             panic!("a guarded command")
         };
         let path = format!("{}:{}", dir.path().display(), std::env::var("PATH").unwrap_or_default());

@@ -64,7 +64,7 @@ fn stack_of(name: &str, node: &str) -> String {
 
 fn describe(resource: &Resource, out: &mut String) {
     let _ = writeln!(out, "{}", resource.id);
-    match &resource.desired {
+    match &*resource.desired {
         Desired::File { content, mode, owner, group, .. } => {
             let _ = writeln!(out, "  file mode {mode:o} {owner}:{group}");
             for line in content.text().lines() {
@@ -159,7 +159,7 @@ fn nvidia_fabric_manager_only_on_nvswitch_models() {
     let mut pcie = blueprint("h200-roce-64");
     pcie.node_groups[2].gpu.as_mut().expect("gpu").model = "l40s".to_owned();
     let resources = render_all(&pcie, None);
-    let Desired::Command { argv, .. } = &find(&resources, "gpu001:command:nvidia-driver").desired else {
+    let Desired::Command { argv, .. } = &*find(&resources, "gpu001:command:nvidia-driver").desired else {
         panic!("the driver is installed by a command")
     };
     assert_eq!(argv[5..], ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-persistenced"]);

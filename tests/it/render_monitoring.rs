@@ -62,7 +62,7 @@ fn resources(model: &Model, inventory: &Inventory) -> Vec<Resource> {
 
 fn file_text<'a>(resources: &'a [Resource], id: &str) -> &'a str {
     let resource = resources.iter().find(|r| r.id.as_str() == id).unwrap_or_else(|| panic!("no `{id}`"));
-    let Desired::File { content, .. } = &resource.desired else { panic!("`{id}` is not a file") };
+    let Desired::File { content, .. } = &*resource.desired else { panic!("`{id}` is not a file") };
     content.text()
 }
 
@@ -153,11 +153,11 @@ fn configs_are_checked_before_activation_and_restart_their_daemon() {
         ("head:file:/etc/prometheus/alertmanager.yml", "amtool check-config {}"),
     ] {
         let resource = all.iter().find(|r| r.id.as_str() == id).unwrap_or_else(|| panic!("no `{id}`"));
-        let Desired::File { check: Some(argv), .. } = &resource.desired else { panic!("`{id}` has no check") };
+        let Desired::File { check: Some(argv), .. } = &*resource.desired else { panic!("`{id}` has no check") };
         assert_eq!(argv.join(" "), check);
     }
     let prometheus = all.iter().find(|r| r.id.as_str() == "head:service:prometheus").expect("prometheus service");
-    let Desired::Service { watches, .. } = &prometheus.desired else { panic!("not a service") };
+    let Desired::Service { watches, .. } = &*prometheus.desired else { panic!("not a service") };
     assert!(watches.iter().any(|id| id.as_str() == "head:file:/etc/prometheus/toolkit.rules.yml"), "{watches:?}");
 }
 
@@ -207,7 +207,7 @@ fn gpu_nodes_with_dcgm_4_run_the_dcgm_exporter_with_toolkits_counters() {
         .iter()
         .find(|r| r.id.as_str() == format!("{node}:service:nvidia-dcgm-exporter"))
         .expect("the exporter runs");
-    let Desired::Service { watches, .. } = &service.desired else { panic!("not a service") };
+    let Desired::Service { watches, .. } = &*service.desired else { panic!("not a service") };
     assert_eq!(watches.len(), 2, "restarted when its counters or unit change: {watches:?}");
 }
 

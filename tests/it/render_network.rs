@@ -40,7 +40,7 @@ fn find<'a>(resources: &'a [Resource], id: &str) -> &'a Resource {
 }
 
 fn text<'a>(resources: &'a [Resource], target: &str, path: &str) -> &'a str {
-    match &find(resources, &format!("{target}:file:{path}")).desired {
+    match &*find(resources, &format!("{target}:file:{path}")).desired {
         Desired::File { content, .. } => content.text(),
         other => panic!("`{target}:{path}` is not a file: {other:?}"),
     }
@@ -50,7 +50,7 @@ fn text<'a>(resources: &'a [Resource], target: &str, path: &str) -> &'a str {
 fn files<'a>(resources: &'a [Resource], path: &str) -> Vec<(&'a str, &'a str)> {
     resources
         .iter()
-        .filter_map(|r| match &r.desired {
+        .filter_map(|r| match &*r.desired {
             Desired::File { path: p, content, .. } if p == path => Some((r.target.name.as_str(), content.text())),
             _ => None,
         })
@@ -141,14 +141,14 @@ fn without_inventory_roce_switches_run_frr_with_every_fabric_port_a_bgp_neighbor
 #[test]
 fn frr_files_services_and_checks_are_declared() {
     let resources = render_all(&model("lab"), Some(&inventory("lab")));
-    match &find(&resources, "leaf0:file:/etc/frr/frr.conf").desired {
+    match &*find(&resources, "leaf0:file:/etc/frr/frr.conf").desired {
         Desired::File { mode, owner, group, check, .. } => {
             assert_eq!((*mode, owner.as_str(), group.as_str()), (0o640, "frr", "frr"));
             assert_eq!(check.as_deref(), Some(&["vtysh", "--dryrun", "-f", "{}"].map(String::from)[..]));
         }
         other => panic!("{other:?}"),
     }
-    match &find(&resources, "leaf0:service:frr").desired {
+    match &*find(&resources, "leaf0:service:frr").desired {
         Desired::Service { watches, on_change, .. } => {
             assert_eq!(*on_change, OnChange::Reload);
             assert!(watches.contains(&ResourceId::new("leaf0", "file", "/etc/frr/frr.conf")));
@@ -292,7 +292,7 @@ fn superpod_subnet_managers_get_opensm_files_and_switches_nothing() {
     insta::assert_snapshot!("superpod_partitions_conf", text(&resources, "mgmt01", "/etc/opensm/partitions.conf"));
     assert!(text(&resources, "mgmt02", "/etc/opensm/opensm.conf").contains("\nsm_priority 14\n"));
     assert!(resources.iter().all(|r| r.id.as_str() != "dgx001:file:/etc/opensm/opensm.conf"));
-    match &find(&resources, "mgmt02:service:opensm").desired {
+    match &*find(&resources, "mgmt02:service:opensm").desired {
         Desired::Service { watches, on_change, .. } => {
             assert_eq!(*on_change, OnChange::Restart);
             assert_eq!(watches.len(), 2);
@@ -335,7 +335,7 @@ fn etc_hosts_is_one_content_shared_by_every_node() {
     let resources = render_all(&model, None);
     let hosts: Vec<_> = resources
         .iter()
-        .filter_map(|r| match &r.desired {
+        .filter_map(|r| match &*r.desired {
             Desired::File { path, content, .. } if path == "/etc/hosts" => Some(content.clone()),
             _ => None,
         })
@@ -377,7 +377,7 @@ fn rails_come_after_their_leaves_and_their_names() {
     for id in ["leaf0:file:/etc/frr/frr.conf", "leaf1:file:/etc/frr/frr.conf", "leaf0:service:frr"] {
         assert!(netplan.depends_on.iter().any(|d| d.as_str() == id), "netplan of node03 not after {id}");
     }
-    match &netplan.desired {
+    match &*netplan.desired {
         Desired::File { mode, .. } => assert_eq!(*mode, 0o600),
         other => panic!("{other:?}"),
     }
@@ -391,12 +391,12 @@ fn rails_come_after_their_leaves_and_their_names() {
     let apply = find(&resources, "node03:command:netplan-apply");
     assert!(apply.depends_on.iter().any(|d| d.as_str() == "node03:service:systemd-networkd"));
     for (resource, command) in [(generate, "netplan generate && "), (apply, "networkctl reload && ")] {
-        match &resource.desired {
+        match &*resource.desired {
             Desired::Command { argv, .. } => assert!(argv[2].starts_with(command), "{argv:?}"),
             other => panic!("{other:?}"),
         }
     }
-    match &networkd.desired {
+    match &*networkd.desired {
         Desired::Service { enabled, running, on_change, .. } => {
             assert!(*enabled && *running);
             assert_eq!(*on_change, OnChange::Reload);

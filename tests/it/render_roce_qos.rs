@@ -24,7 +24,7 @@ fn qos_of(resources: &[Resource], node: &str) -> String {
     let mut out = String::new();
     for resource in resources.iter().filter(|r| r.target.name == node && r.id.as_str().contains("roce-qos")) {
         let _ = writeln!(out, "{} ({:?})", resource.id, resource.disruption);
-        match &resource.desired {
+        match &*resource.desired {
             Desired::File { content, mode, .. } => {
                 let _ = writeln!(out, "  file mode {mode:o}");
                 for line in content.text().lines() {

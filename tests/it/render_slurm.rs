@@ -358,7 +358,7 @@ fn apply_commands(
     let mut ran = Vec::new();
     for &index in &graph.order {
         let resource = &graph.resources[index];
-        match &resource.desired {
+        match &*resource.desired {
             Desired::Service { name, .. } if resource.target.name == "head" => start_service(name, sandbox),
             Desired::Command { argv, unless, reads, .. } => {
                 let run = |argv: &[String]| -> Output {

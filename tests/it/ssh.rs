@@ -298,7 +298,7 @@ async fn facts_and_timeouts_over_ssh() {
 }
 
 fn node(k: usize) -> Target {
-    Target { name: format!("host{k}"), kind: TargetKind::Node }
+    Target { name: format!("host{k}").into(), kind: TargetKind::Node }
 }
 
 /// Per host: a directory, three files in it (about 2 KB, 20 KB, 200 KB), and a
@@ -387,7 +387,7 @@ async fn the_walker_applies_then_finds_nothing_to_change() {
         let observed = facts::gather(session.as_ref(), &resources).await.expect("facts");
         for resource in resources {
             let index = graph.resources.iter().position(|r| r.id == resource.id).expect("index");
-            let as_desired = match &resource.desired {
+            let as_desired = match &*resource.desired {
                 Desired::File { path, content, mode, owner, group, .. } => {
                     observed.files[path].is_file_with(content.sha256(), *mode, owner, group)
                 }

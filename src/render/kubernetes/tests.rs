@@ -332,7 +332,7 @@ fn charts_install_from_the_control_host_after_their_values() {
         ]
     );
     let install = resources.iter().find(|r| r.id.as_str() == "ctl01:command:helm-gpu-operator").expect("install");
-    let Desired::Command { argv, creates, .. } = &install.desired else { panic!("a command") };
+    let Desired::Command { argv, creates, .. } = &*install.desired else { panic!("a command") };
     // Blueprint values are positional parameters, never part of the script.
     assert!(!argv[2].contains("v25.10.0") && !argv[2].contains("gpu-operator "), "{}", argv[2]);
     assert_eq!(&argv[3..6], ["helm", "gpu-operator", "gpu-operator"]);

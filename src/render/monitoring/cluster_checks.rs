@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use crate::model::monitoring::{FRR_EXPORTER_PORT, MonitoringModel, TEXTFILE_DIR};
 use crate::render::common::{file, service};
-use crate::resource::{Content, OnChange, Resource, ResourceId, Target, TargetKind};
+use crate::resource::{Content, OnChange, Resource, ResourceId, Target};
 
 /// The program.
 pub const PROGRAM: &str = "/usr/local/sbin/toolkit-cluster-checks";
@@ -66,7 +66,7 @@ pub fn render(monitoring: &MonitoringModel, out: &mut Vec<Resource>) {
     if monitoring.frr_switches.is_empty() {
         return;
     }
-    let target = Target { name: monitoring.cluster_checks_host.clone(), kind: TargetKind::Node };
+    let target = Target::node(&monitoring.cluster_checks_host);
     let interval = crate::blueprint::duration::parse(&monitoring.settings.health.cluster_interval)
         .map_or(600, |length| length.as_secs().max(5));
     let program = file(&target, PROGRAM, Content::new(PROGRAM_TEXT.to_owned()), 0o755);

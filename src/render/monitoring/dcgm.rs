@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 
 use crate::model::monitoring::{DCGM_EXPORTER_PORT, DcgmExporter};
 use crate::render::common::{file, package, service};
-use crate::resource::{Content, OnChange, Resource, ResourceId, Target, TargetKind};
+use crate::resource::{Content, OnChange, Resource, ResourceId, Target};
 
 /// toolkit's counters file, read by the exporter's `--collectors`.
 pub const COUNTERS_PATH: &str = "/etc/dcgm-exporter/toolkit-counters.csv";
@@ -111,7 +111,7 @@ fn unit() -> String {
 
 /// The exporter's resources on one GPU node.
 pub fn render(exporter: &DcgmExporter, out: &mut Vec<Resource>) {
-    let target = Target { name: exporter.node.clone(), kind: TargetKind::Node };
+    let target = Target::node(&exporter.node);
     let pin = format!(
         "# The DCGM exporter follows DCGM's major version (managed by toolkit).\nPackage: {}\nPin: version {}\nPin-Priority: 1001\n",
         exporter.package, exporter.pin

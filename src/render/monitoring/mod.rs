@@ -52,20 +52,20 @@ pub fn render(
     let Some(monitoring) = monitoring_model::monitoring(model, inventory) else { return Ok(()) };
     server(&monitoring, secrets, out);
     for node in &monitoring.nodes {
-        node_exporter(&Target { name: node.name.clone(), kind: TargetKind::Node }, out);
+        node_exporter(&Target { name: node.name.as_str().into(), kind: TargetKind::Node }, out);
     }
     for switch in &monitoring.switches {
-        node_exporter(&Target { name: switch.name.clone(), kind: TargetKind::Switch }, out);
+        node_exporter(&Target { name: switch.name.as_str().into(), kind: TargetKind::Switch }, out);
     }
     for switch in &monitoring.frr_switches {
-        frr_exporter(&Target { name: switch.name.clone(), kind: TargetKind::Switch }, out);
+        frr_exporter(&Target { name: switch.name.as_str().into(), kind: TargetKind::Switch }, out);
     }
     for exporter in &monitoring.dcgm_exporters {
         dcgm::render(exporter, out);
     }
     cluster_checks::render(&monitoring, out);
     if let Some(controller) = &monitoring.slurm_controller {
-        slurm_view(&monitoring, &Target { name: controller.clone(), kind: TargetKind::Node }, out);
+        slurm_view(&monitoring, &Target { name: controller.as_str().into(), kind: TargetKind::Node }, out);
     }
     Ok(())
 }
@@ -73,14 +73,14 @@ pub fn render(
 /// A file `check` accepts (run on the host with `{}` as the new file) before it is
 /// moved into place.
 fn checked(mut resource: Resource, check: &[&str]) -> Resource {
-    if let Desired::File { check: slot, .. } = &mut resource.desired {
+    if let Desired::File { check: slot, .. } = std::sync::Arc::make_mut(&mut resource.desired) {
         *slot = Some(check.iter().map(|word| (*word).to_owned()).collect());
     }
     resource
 }
 
 fn secret(mut resource: Resource) -> Resource {
-    if let Desired::File { secret: slot, .. } = &mut resource.desired {
+    if let Desired::File { secret: slot, .. } = std::sync::Arc::make_mut(&mut resource.desired) {
         *slot = true;
     }
     resource
@@ -97,7 +97,7 @@ fn defaults(target: &Target, package_name: &str, args: &str) -> Resource {
 }
 
 fn server(monitoring: &MonitoringModel, secrets: &BTreeMap<String, String>, out: &mut Vec<Resource>) {
-    let target = Target { name: monitoring.host.clone(), kind: TargetKind::Node };
+    let target = Target { name: monitoring.host.as_str().into(), kind: TargetKind::Node };
     let prometheus_package = ResourceId::new(&target.name, "package", "prometheus");
     let alertmanager_package = ResourceId::new(&target.name, "package", "prometheus-alertmanager");
     out.push(package(&target, "prometheus"));
