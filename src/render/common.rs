@@ -112,22 +112,11 @@ pub(crate) fn service(target: &Target, name: &str, watches: Vec<ResourceId>, on_
     .after(depends)
 }
 
-/// A oneshot boot unit's service: enabled for the next boot and run now, once its unit
-/// file and `after` (what already did its work on the running system) are in place.
-/// It watches nothing: the run-once command, not a restart, covers a new script.
-pub(crate) fn boot_unit(target: &Target, name: &str, unit_file: &Resource, after: &Resource) -> Resource {
-    Resource::new(
-        target.clone(),
-        name,
-        Desired::Service {
-            name: name.to_owned(),
-            enabled: true,
-            running: true,
-            watches: Vec::new(),
-            on_change: OnChange::Restart,
-        },
-    )
-    .after([unit_file.id.clone(), after.id.clone()])
+/// An enabled, running service that watches no file, after `after`: a oneshot boot
+/// unit (its run-once command, not a restart, covers a new script) or a daemon whose
+/// configuration arrives through its package.
+pub(crate) fn unwatched_service(target: &Target, name: &str, after: impl IntoIterator<Item = ResourceId>) -> Resource {
+    service(target, name, Vec::new(), OnChange::Restart).after(after)
 }
 
 /// A package installed by the OS package manager.

@@ -25,9 +25,9 @@ use crate::blueprint::schema::{Role, SchedulerKind, SoftwareOs};
 use crate::inventory::Inventory;
 use crate::model::software::Stack;
 use crate::model::{Group, Model};
-use crate::render::common::{APPLIED_DIR, apply_once, file, package};
+use crate::render::common::{APPLIED_DIR, apply_once, file, package, unwatched_service};
 use crate::render::{RenderError, Renderer, package_cache};
-use crate::resource::{Content, Desired, Disruption, OnChange, Resource, ResourceId, Target};
+use crate::resource::{Content, Desired, Disruption, Resource, ResourceId, Target};
 
 /// Templates of this module: `(name under templates/, text)`.
 pub const TEMPLATES: &[(&str, &str)] = &[
@@ -365,21 +365,6 @@ fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|item| (*item).to_owned()).collect()
 }
 
-fn service(target: &Target, name: &str, after: Vec<ResourceId>) -> Resource {
-    Resource::new(
-        target.clone(),
-        name,
-        Desired::Service {
-            name: name.to_owned(),
-            enabled: true,
-            running: true,
-            watches: Vec::new(),
-            on_change: OnChange::Restart,
-        },
-    )
-    .after(after)
-}
-
 /// The kernel headers DKMS builds the NVIDIA and OFED modules against.
 const fn headers_package(os: SoftwareOs) -> &'static str {
     match os {
@@ -470,7 +455,7 @@ fn node_resources(target: &Target, stack: &Stack, files: &GroupFiles, out: &mut 
         out.push(install);
     }
     if stack.persistenced {
-        let running = service(target, "nvidia-persistenced", driver.clone());
+        let running = unwatched_service(target, "nvidia-persistenced", driver.clone());
         gpu_services.push(running.id.clone());
         out.push(running);
     }
@@ -483,7 +468,7 @@ fn node_resources(target: &Target, stack: &Stack, files: &GroupFiles, out: &mut 
             out.push(nvlsm);
         }
         // CUDA fails with cudaErrorSystemNotReady until Fabric Manager is back.
-        let running = service(target, "nvidia-fabricmanager", after).disrupts(Disruption::Drain);
+        let running = unwatched_service(target, "nvidia-fabricmanager", after).disrupts(Disruption::Drain);
         gpu_services.push(running.id.clone());
         out.push(running);
     }
@@ -511,7 +496,7 @@ fn node_resources(target: &Target, stack: &Stack, files: &GroupFiles, out: &mut 
             .disrupts(Disruption::Drain);
         let mut after = vec![dcgm.id.clone()];
         after.extend(gpu_services.iter().cloned());
-        let running = service(target, "nvidia-dcgm", after);
+        let running = unwatched_service(target, "nvidia-dcgm", after);
         out.extend([dcgm, running]);
     }
     if let (Some(containers), Some((conf, tmpfiles))) = (&stack.containers, &files.enroot) {
@@ -622,7 +607,7 @@ mod tests {
 
     #[test]
     fn a_copy_renames_its_own_targets_ids_only() {
-        let prototype = service(
+        let prototype = unwatched_service(
             &Target::node("gpu001"),
             "nvidia-dcgm",
             vec![ResourceId::new("gpu001", "package", "dcgm"), ResourceId::new("ctl01", "package", "slurmctld")],

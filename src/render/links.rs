@@ -13,7 +13,7 @@
 
 use serde::Serialize;
 
-use crate::render::common::{apply_once, boot_unit, file};
+use crate::render::common::{apply_once, file, unwatched_service};
 use crate::render::{RenderError, Renderer};
 use crate::resource::{Content, Resource, ResourceId, Target};
 use crate::topology::ports::{MAX_INTERFACE_NAME, is_interface_name};
@@ -135,7 +135,7 @@ impl<'a> LinkNamer<'a> {
             "name network interfaces by MAC address (rail0, swp26…) before they are configured",
         )
         .after([script_file.id.clone()]);
-        let service = boot_unit(target, SERVICE, &unit_file, &apply);
+        let service = unwatched_service(target, SERVICE, [unit_file.id.clone(), apply.id.clone()]);
         let done = apply.id.clone();
         out.extend([script_file, unit_file, apply, service]);
         Ok(Some(done))

@@ -21,7 +21,7 @@ use serde::Serialize;
 use crate::blueprint::schema::FabricKind;
 use crate::inventory::Inventory;
 use crate::model::Model;
-use crate::render::common::{apply_once, boot_unit, file};
+use crate::render::common::{apply_once, file, unwatched_service};
 use crate::render::gpu_stack::is_fake;
 use crate::render::{RenderError, Renderer};
 use crate::resource::{Content, Disruption, Resource, ResourceId, Target};
@@ -121,6 +121,6 @@ fn node_resources(target: &Target, ofed: &[String], script: &Content, unit: &Con
     )
     .after([script_file.id.clone()])
     .disrupts(Disruption::Drain);
-    let service = boot_unit(target, SERVICE, &unit_file, &apply);
+    let service = unwatched_service(target, SERVICE, [unit_file.id.clone(), apply.id.clone()]);
     out.extend([script_file, unit_file, apply, service]);
 }

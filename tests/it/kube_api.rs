@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use toolkit::kube::{ApplyOptions, Connection, Deleted, KubeClient, KubeError};
 use toolkit::resource::kube::KubeObject;
 
-use crate::redfish::{Server, free_port, system_program, venv_program};
+use crate::redfish::{Server, free_port, venv_program};
 
 const TOKEN: &str = "k8s-Bearer-T0ken-never-shown";
 
@@ -25,53 +25,14 @@ struct Pki {
 
 impl Pki {
     fn make() -> Option<Self> {
-        let openssl = system_program("openssl", "openssl")?;
         let dir = tempfile::tempdir().expect("tempdir");
-        let run = |args: &[&str]| {
-            let output = Command::new(&openssl).args(args).current_dir(dir.path()).output().expect("openssl runs");
-            assert!(output.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
-        };
-        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-        run(&[
-            &["req", "-x509"][..],
-            &ec,
-            &["-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=test CA"],
-        ]
-        .concat());
-        for (name, subject, extension) in [
-            (
-                "server",
-                "/CN=kube-apiserver",
-                "subjectAltName=DNS:api.lab.example,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
-            ),
-            ("client", "/CN=toolkit-admin/O=system:masters", "extendedKeyUsage=clientAuth\n"),
-        ] {
-            run(&[
-                &["req"][..],
-                &ec,
-                &["-keyout", &format!("{name}.key"), "-out", &format!("{name}.csr"), "-subj", subject],
-            ]
-            .concat());
-            std::fs::write(dir.path().join(format!("{name}.cnf")), format!("basicConstraints=CA:FALSE\n{extension}"))
-                .expect("ext");
-            run(&[
-                "x509",
-                "-req",
-                "-in",
-                &format!("{name}.csr"),
-                "-CA",
-                "ca.pem",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-out",
-                &format!("{name}.pem"),
-                "-days",
-                "2",
-                "-extfile",
-                &format!("{name}.cnf"),
-            ]);
-        }
+        let ca = crate::pki::TestCa::new(dir.path(), "/CN=test CA")?;
+        ca.issue(
+            "server",
+            "/CN=kube-apiserver",
+            "subjectAltName=DNS:api.lab.example,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+        );
+        ca.issue("client", "/CN=toolkit-admin/O=system:masters", "extendedKeyUsage=clientAuth\n");
         Some(Self { dir })
     }
 

@@ -16,6 +16,7 @@ mod lab_removal;
 mod lab_rollout;
 mod lint;
 mod parse;
+mod pki;
 mod plan;
 mod redfish;
 mod redfish_static;

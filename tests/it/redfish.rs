@@ -345,41 +345,8 @@ async fn a_missing_resource_names_its_url_and_a_5xx_carries_the_bmc_message() {
 
 /// A CA and a certificate for 127.0.0.1 signed by it, made with openssl.
 fn make_tls(dir: &Path) -> Option<Tls> {
-    let openssl = system_program("openssl", "openssl")?;
-    let run = |args: &[&str]| {
-        let output = Command::new(&openssl).args(args).current_dir(dir).output().expect("openssl runs");
-        assert!(output.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
-    };
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-    run(&[
-        &["req", "-x509"][..],
-        &ec,
-        &["-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=toolkit test CA"],
-    ]
-    .concat());
-    run(&[&["req"][..], &ec, &["-keyout", "bmc.key", "-out", "bmc.csr", "-subj", "/CN=127.0.0.1"]].concat());
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
-    )
-    .expect("ext");
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "bmc.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "bmc.pem",
-        "-days",
-        "2",
-        "-extfile",
-        "ext.cnf",
-    ]);
+    let ca = crate::pki::TestCa::new(dir, "/CN=toolkit test CA")?;
+    ca.issue("bmc", "/CN=127.0.0.1", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n");
     Some(Tls { ca: dir.join("ca.pem"), certificate: dir.join("bmc.pem"), key: dir.join("bmc.key") })
 }
 
