@@ -18,6 +18,11 @@ use crate::blueprint::schema::{KubernetesMode, Role, SchedulerKind};
 
 /// The API server's port when the blueprint names no endpoint.
 pub const API_PORT: u16 = 6443;
+/// The cluster-admin kubeconfig `kubeadm init` writes on the control plane: what
+/// `helm` there uses, and what the API stage's kubeconfig is a copy of.
+pub const ADMIN_CONF: &str = "/etc/kubernetes/admin.conf";
+/// Name of the `kubeadm init` command resource on the control plane.
+pub const INIT_COMMAND: &str = "kubeadm-init";
 
 /// One node's part in the cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

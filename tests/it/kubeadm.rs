@@ -105,4 +105,23 @@ fn the_example_plans_in_graph_order() {
                 < position(&format!("{worker}:service:containerd"))
         );
     }
+    // helm on the control plane talks to the cluster kubeadm made, through its admin kubeconfig.
+    for release in ["gpu-operator", "network-operator"] {
+        let id = format!("ctl01:command:helm-{release}");
+        assert!(init < position(&id), "{id}");
+        let resource = graph.resources.iter().find(|r| r.id.as_str() == id).expect("helm");
+        let toolkit::resource::Desired::Command { argv, .. } = &*resource.desired else { panic!("a command") };
+        assert!(argv.ends_with(&["--kubeconfig".to_owned(), "/etc/kubernetes/admin.conf".to_owned()]), "{argv:?}");
+    }
+}
+
+/// Before `kubeadm init` there is no admin kubeconfig: the API stage says what the
+/// Kubernetes objects wait for instead of stopping the deploy that would make it.
+#[test]
+fn the_api_stage_waits_for_the_clusters_kubeconfig() {
+    let output = toolkit(&["plan", BLUEPRINT, "-i", INVENTORY, "--stage", "api"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("Kubernetes objects wait for the kubeadm cluster"), "{stderr}");
+    assert!(stderr.contains("ctl01:/etc/kubernetes/admin.conf"), "{stderr}");
 }

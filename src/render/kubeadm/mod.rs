@@ -63,8 +63,7 @@ pub const INIT_CONFIG: &str = "/etc/kubernetes/toolkit/kubeadm-init.yaml";
 pub const JOIN_CONFIG: &str = "/etc/kubernetes/toolkit/kubeadm-join.yaml";
 /// The bootstrap token alone, read by the token command.
 pub const TOKEN_FILE: &str = "/etc/kubernetes/toolkit/bootstrap-token";
-/// Written by `kubeadm init`: the cluster exists.
-pub const ADMIN_CONF: &str = "/etc/kubernetes/admin.conf";
+pub use crate::model::kubeadm::ADMIN_CONF;
 /// Written by `kubeadm join`: the node is in the cluster.
 pub const KUBELET_CONF: &str = "/etc/kubernetes/kubelet.conf";
 /// The pause image kubeadm 1.31 and later expect (containerd 1.6's default is 3.6,
@@ -462,7 +461,7 @@ fn control_plane_resources(
     let token_file = secret_file(target, TOKEN_FILE, files.token.clone(), 0o600).after([toolkit_dir]);
     let init = command(
         target,
-        "kubeadm-init",
+        kubeadm::INIT_COMMAND,
         &["kubeadm", "init", "--config", INIT_CONFIG, "--skip-token-print"],
         ADMIN_CONF,
         "create the Kubernetes control plane with the inventory's CA (kubeadm init)",
