@@ -136,8 +136,8 @@ fn kubeadm_pending(compiled: &Compiled, inventory: &LoadedInventory) -> Option<S
         return None;
     }
     Some(format!(
-        "Kubernetes objects wait for the kubeadm cluster: `{}` does not exist yet; once `kubeadm init` has run \
-         (`toolkit deploy` brings it up), copy {}:{} there (mode 0600) and run `toolkit deploy --stage api`",
+        "Kubernetes objects wait for the kubeadm cluster: `{}` does not exist yet; `toolkit deploy` runs \
+         `kubeadm init` and then copies {}:{} there (mode 0600); `toolkit deploy --stage api` applies them after",
         kubeconfig.display(),
         kubeadm.control_plane.name,
         crate::model::kubeadm::ADMIN_CONF,
