@@ -423,14 +423,19 @@ fn node_resources(
     )
     .after([update.id.clone()]);
     let toolkit_dir = directory(target, TOOLKIT_DIR, 0o700);
-    let ready =
+    // kubeadm's preflight fails without conntrack (kube-proxy's) and warns without
+    // socat (port-forward); neither is a dependency of the pkgs.k8s.io packages.
+    let tools: Vec<Resource> = ["conntrack", "socat"].into_iter().map(|name| package(target, name)).collect();
+    let mut ready =
         vec![sysctl.id.clone(), swap.id.clone(), running.id.clone(), install.id.clone(), toolkit_dir.id.clone()];
+    ready.extend(tools.iter().map(|tool| tool.id.clone()));
     if !has_curl {
         out.push(package(target, "curl"));
     }
     out.extend([modules, load, sysctl_file, sysctl, swap, containerd]);
     out.extend(nvidia);
     out.extend([config, running, key, source, pin, update, install, toolkit_dir]);
+    out.extend(tools);
     ready
 }
 
