@@ -5,6 +5,7 @@ pub mod check;
 pub mod duration;
 pub mod kueue;
 pub mod load;
+pub mod release;
 pub mod schema;
 
 pub use load::{LoadedBlueprint, load};

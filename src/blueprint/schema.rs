@@ -1017,7 +1017,9 @@ pub enum RdmaMode {
     Sriov,
 }
 
-/// kubeadm bootstrap settings.
+/// kubeadm bootstrap settings. The Kubernetes `version` must be an exact release
+/// (`1.33.4`): kubeadm's `kubernetesVersion` and the pinned kubelet, kubeadm and
+/// kubectl packages from pkgs.k8s.io.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Kubeadm {
@@ -1131,6 +1133,11 @@ pub struct Software {
     /// Run `nvidia-persistenced` (keeps the driver loaded between jobs).
     #[serde(default = "yes")]
     pub persistenced: bool,
+    /// The NVIDIA Container Toolkit on the host (`nvidia-container-toolkit` from the CUDA
+    /// repository): under Kubernetes mode `kubeadm` containerd runs GPU nodes' pods with
+    /// the NVIDIA runtime by default, and the GPU Operator leaves its own toolkit off.
+    #[serde(default)]
+    pub container_toolkit: bool,
 }
 
 /// Distribution of the GPU nodes.

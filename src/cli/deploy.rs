@@ -195,9 +195,42 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             Some(rollout),
         )
         .await;
+        if result.is_ok() && !args.apply.dry_run {
+            fetch_kubeconfig(&compiled.model, inventory, &pool).await;
+        }
         pool.close_all().await;
         result
     })
+}
+
+/// A kubeadm cluster: the control plane's admin.conf copied to the inventory's
+/// `kubernetes.kubeconfig` once `kubeadm init` has made it, for the API stage.
+async fn fetch_kubeconfig(
+    model: &crate::model::Model,
+    inventory: &crate::inventory::LoadedInventory,
+    pool: &crate::transport::ssh::SshPool,
+) {
+    let Some(kubeadm) = crate::model::kubeadm::expand(model) else { return };
+    let Some(local) = inventory.inventory.kubernetes.as_ref().map(|kubernetes| &kubernetes.kubeconfig) else { return };
+    if local.exists() {
+        return;
+    }
+    let host = &kubeadm.control_plane.name;
+    let remote = crate::model::kubeadm::ADMIN_CONF;
+    let fetched = match pool.session(host).await {
+        Ok(session) => {
+            deploy::kubeadm::fetch_admin_kubeconfig(&*session, remote, local).await.map_err(|e| e.to_string())
+        }
+        Err(error) => Err(error.to_string()),
+    };
+    match fetched {
+        Ok(true) => eprintln!(
+            "kubeadm: copied {host}:{remote} to `{}` (mode 0600); `toolkit deploy --stage api` applies the Kubernetes objects",
+            local.display()
+        ),
+        Ok(false) => {}
+        Err(error) => eprintln!("warning: the Kubernetes objects wait for the cluster's kubeconfig: {error}"),
+    }
 }
 
 /// How a rolling change is paced: `deploy` only.

@@ -10,6 +10,7 @@ use crate::compile::{Compiled, text_sha256};
 use crate::deploy::{self, LivePlan};
 use crate::inventory::LoadedInventory;
 use crate::plan::diff::PlanInputs;
+use crate::resource::api::KUBERNETES_TARGET;
 use crate::transport::ssh::{SshOptions, SshPool};
 use crate::transport::targets::{self, LocalUser};
 
@@ -111,11 +112,36 @@ pub(crate) async fn api_plan(
     inventory: &LoadedInventory,
     inputs: PlanInputs,
 ) -> (crate::plan::Plan, std::collections::BTreeMap<String, String>) {
-    let mut observation =
-        deploy::api::observe(&compiled.graph, &inventory.inventory, &inputs.cluster, Path::new(".")).await;
+    // A kubeadm cluster whose admin kubeconfig is not here yet (before the first
+    // `kubeadm init`): its objects wait, and BMCs and clouds are still planned.
+    let pending = kubeadm_pending(compiled, inventory);
+    let without_kubernetes = pending.as_ref().and_then(|_| {
+        let resources = compiled.graph.resources.iter().filter(|r| &*r.target.name != KUBERNETES_TARGET).cloned();
+        crate::graph::build(resources.collect()).ok()
+    });
+    let graph = without_kubernetes.as_ref().unwrap_or(&compiled.graph);
+    let mut observation = deploy::api::observe(graph, &inventory.inventory, &inputs.cluster, Path::new(".")).await;
     observation.schedulable = compiled.model.schedulable_nodes();
-    let plan = deploy::api::plan(&compiled.graph, &observation, &compiled.firmware, inputs);
+    let mut plan = deploy::api::plan(graph, &observation, &compiled.firmware, inputs);
+    plan.warnings.extend(pending);
     (plan, observation.unreachable)
+}
+
+/// Why the Kubernetes objects of a `kubeadm` blueprint wait: the inventory's
+/// kubeconfig, the copy of the control plane's admin.conf, does not exist yet.
+fn kubeadm_pending(compiled: &Compiled, inventory: &LoadedInventory) -> Option<String> {
+    let kubeadm = crate::model::kubeadm::expand(&compiled.model)?;
+    let kubeconfig = &inventory.inventory.kubernetes.as_ref()?.kubeconfig;
+    if kubeconfig.exists() {
+        return None;
+    }
+    Some(format!(
+        "Kubernetes objects wait for the kubeadm cluster: `{}` does not exist yet; `toolkit deploy` runs \
+         `kubeadm init` and then copies {}:{} there (mode 0600); `toolkit deploy --stage api` applies them after",
+        kubeconfig.display(),
+        kubeadm.control_plane.name,
+        crate::model::kubeadm::ADMIN_CONF,
+    ))
 }
 
 /// The state file: `--state`, else the inventory's `state_file`.

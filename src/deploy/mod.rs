@@ -12,6 +12,7 @@ pub mod checks;
 pub mod firmware;
 pub mod health;
 pub mod kube;
+pub mod kubeadm;
 pub mod lock;
 pub mod observe;
 pub mod ops;

@@ -2,6 +2,7 @@
 //!
 //! Stage: load. Input: a path. Output: [`LoadedInventory`] or diagnostics.
 
+pub mod kubeadm;
 pub mod schema;
 pub mod secrets;
 

@@ -57,6 +57,24 @@ pub struct KubernetesAccess {
     /// Its context to use (default: its `current-context`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
+    /// What `kubeadm init` and `kubeadm join` need (blueprint mode `kubeadm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeadm: Option<KubeadmAccess>,
+}
+
+/// The cluster CA and the bootstrap token of a kubeadm cluster, by reference: the CA
+/// is pushed to the control plane before `kubeadm init` so the joins' `caCertHashes`
+/// are known at plan time.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KubeadmAccess {
+    /// The cluster CA certificate (PEM; relative: from where toolkit runs).
+    pub ca_cert: PathBuf,
+    /// The CA's private key (PEM), a secret.
+    pub ca_key: SecretRef,
+    /// The bootstrap token joins authenticate with (`[a-z0-9]{6}.[a-z0-9]{16}`, as
+    /// `kubeadm token generate` prints), a secret.
+    pub bootstrap_token: SecretRef,
 }
 
 /// Cloud provider.

@@ -7,6 +7,7 @@
 pub mod expand;
 pub mod gpu;
 pub mod hostlist;
+pub mod kubeadm;
 pub mod kubernetes;
 pub mod monitoring;
 pub mod network;

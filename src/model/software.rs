@@ -41,6 +41,8 @@ pub struct Stack {
     pub containers: Option<Containers>,
     /// `nvidia-persistenced` runs (needs a driver).
     pub persistenced: bool,
+    /// The NVIDIA Container Toolkit is installed on the host.
+    pub container_toolkit: bool,
 }
 
 /// The driver, resolved.
@@ -120,6 +122,7 @@ pub fn resolve(software: &Software, gpu: Option<&GpuModel>) -> Stack {
         peermem: software.peermem,
         dcgm: software.dcgm,
         containers: software.containers.clone(),
+        container_toolkit: software.container_toolkit,
     }
 }
 

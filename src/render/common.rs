@@ -86,6 +86,19 @@ pub(crate) fn owned_file(
     owner: &str,
     group: &str,
 ) -> Resource {
+    let mut resource = secret_file(target, path, content, mode);
+    if let Desired::File { owner: file_owner, group: file_group, secret, .. } =
+        std::sync::Arc::make_mut(&mut resource.desired)
+    {
+        owner.clone_into(file_owner);
+        group.clone_into(file_group);
+        *secret = false;
+    }
+    resource
+}
+
+/// A root-owned secret file (never shown, stored only as a hash) without a check command.
+pub(crate) fn secret_file(target: &Target, path: &str, content: Content, mode: u32) -> Resource {
     Resource::new(
         target.clone(),
         path,
@@ -93,9 +106,9 @@ pub(crate) fn owned_file(
             path: path.to_owned(),
             content,
             mode,
-            owner: owner.to_owned(),
-            group: group.to_owned(),
-            secret: false,
+            owner: "root".to_owned(),
+            group: "root".to_owned(),
+            secret: true,
             check: None,
         },
     )
@@ -117,6 +130,37 @@ pub(crate) fn service(target: &Target, name: &str, watches: Vec<ResourceId>, on_
 /// configuration arrives through its package.
 pub(crate) fn unwatched_service(target: &Target, name: &str, after: impl IntoIterator<Item = ResourceId>) -> Resource {
     service(target, name, Vec::new(), OnChange::Restart).after(after)
+}
+
+/// Packages at the version an apt pin holds them to (`apt-get install` of a pinned
+/// package installs, upgrades or downgrades it to the pin); skipped when dpkg already
+/// has every one of them at a version the pin matches. The pin is a glob
+/// (`570.124.06-*`, `570.*`), matched by `case`; package names travel as arguments.
+pub(crate) fn pinned_install(
+    target: &Target,
+    name: &str,
+    pin: &str,
+    packages: &[String],
+    description: &str,
+) -> Resource {
+    let install = r#"shift; DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends --allow-downgrades -o Dpkg::Options::=--force-confold "$@""#;
+    let pinned = r#"pin=$1; shift; for name in "$@"; do version=$(dpkg-query -W -f='${Version}' "$name" 2>/dev/null) || exit 1; case "$version" in $pin) ;; *) exit 1 ;; esac; done"#;
+    let mut argv: Vec<String> = ["sh", "-c", install, "sh", pin].map(str::to_owned).to_vec();
+    argv.extend(packages.iter().cloned());
+    let mut unless: Vec<String> = ["sh", "-c", pinned, "sh", pin].map(str::to_owned).to_vec();
+    unless.extend(packages.iter().cloned());
+    Resource::new(
+        target.clone(),
+        name,
+        Desired::Command {
+            argv,
+            creates: None,
+            unless: Some(unless),
+            description: description.to_owned(),
+            undo: None,
+            reads: None,
+        },
+    )
 }
 
 /// A package installed by the OS package manager.

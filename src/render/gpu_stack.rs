@@ -25,7 +25,7 @@ use crate::blueprint::schema::{Role, SchedulerKind, SoftwareOs};
 use crate::inventory::Inventory;
 use crate::model::software::Stack;
 use crate::model::{Group, Model};
-use crate::render::common::{APPLIED_DIR, apply_once, file, package, unwatched_service};
+use crate::render::common::{APPLIED_DIR, apply_once, file, package, pinned_install, unwatched_service};
 use crate::render::{RenderError, Renderer, package_cache};
 use crate::resource::{Content, Desired, Disruption, Resource, ResourceId, Target};
 
@@ -515,22 +515,13 @@ fn node_resources(target: &Target, stack: &Stack, files: &GroupFiles, out: &mut 
     }
 }
 
-/// The driver's packages at the pinned version (`apt-get install` of a pinned package
-/// installs, upgrades or downgrades it to the pin); skipped when dpkg already has every
-/// one of them at a version the pin matches. The pin is a glob (`570.124.06-*`,
-/// `570.*`), matched by `case`; package names travel as arguments.
+/// The driver's packages at the pinned version (see [`pinned_install`]).
 fn driver_install(target: &Target, pin: &str, packages: &[String]) -> Resource {
-    let install = r#"shift; DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends --allow-downgrades -o Dpkg::Options::=--force-confold "$@""#;
-    let pinned = r#"pin=$1; shift; for name in "$@"; do version=$(dpkg-query -W -f='${Version}' "$name" 2>/dev/null) || exit 1; case "$version" in $pin) ;; *) exit 1 ;; esac; done"#;
-    let mut argv = strings(&["sh", "-c", install, "sh", pin]);
-    argv.extend(packages.iter().cloned());
-    let mut unless = strings(&["sh", "-c", pinned, "sh", pin]);
-    unless.extend(packages.iter().cloned());
-    command(
+    pinned_install(
         target,
         "nvidia-driver",
-        argv,
-        Guard::Unless(unless),
+        pin,
+        packages,
         &format!("install the NVIDIA driver packages at {pin}: {}", packages.join(", ")),
     )
 }

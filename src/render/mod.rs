@@ -12,6 +12,7 @@ pub mod common;
 pub mod gpu_stack;
 pub mod health;
 pub mod host;
+pub mod kubeadm;
 pub mod kubernetes;
 pub mod links;
 pub mod lldp;
@@ -193,4 +194,5 @@ pub fn embedded() -> impl Iterator<Item = &'static (&'static str, &'static str)>
         .chain(roce_qos::TEMPLATES)
         .chain(monitoring::TEMPLATES)
         .chain(health::TEMPLATES)
+        .chain(kubeadm::TEMPLATES)
 }

@@ -140,7 +140,8 @@ pub fn render(model: &Model, renderer: &Renderer, out: &mut Vec<Resource>) -> Re
 }
 
 /// Makes every package install and `apt-get` command of a node that has a proxy
-/// setting wait for it, whichever module rendered them.
+/// setting wait for it, whichever module rendered them (once: a second call adds
+/// nothing to resources already ordered).
 pub fn order_package_installs(resources: &mut [Resource]) {
     let proxied: std::collections::HashMap<String, ResourceId> = resources
         .iter()
@@ -156,7 +157,10 @@ pub fn order_package_installs(resources: &mut [Resource]) {
             Desired::Command { argv, .. } => argv.iter().any(|word| word.contains("apt-get")),
             _ => false,
         };
-        if uses_apt && let Some(proxy) = proxied.get(resource.target.name.as_str()) {
+        if uses_apt
+            && let Some(proxy) = proxied.get(resource.target.name.as_str())
+            && !resource.depends_on.contains(proxy)
+        {
             resource.depends_on.push(proxy.clone());
         }
     }

@@ -98,12 +98,16 @@ fn kueue_version(loaded: &LoadedBlueprint, settings: &Kubernetes, out: &mut Diag
 }
 
 fn kubeadm(loaded: &LoadedBlueprint, settings: &Kubernetes, out: &mut Diagnostics) {
-    if settings.mode == KubernetesMode::Kubeadm && settings.kubeadm.is_none() {
-        out.push(
+    if settings.mode != KubernetesMode::Kubeadm {
+        return;
+    }
+    match &settings.kubeadm {
+        Some(kubeadm) => super::kubeadm::blueprint(loaded, &settings.version, kubeadm, out),
+        None => out.push(
             Diagnostic::error("kubeadm-settings-missing", "`mode: kubeadm` needs a `kubeadm:` section")
                 .at(&loaded.source, format!("{BASE}.mode"))
                 .help("add `kubeadm: { pod_subnet: 10.244.0.0/16 }` (the CNI's pod network)"),
-        );
+        ),
     }
 }
 

@@ -14,6 +14,7 @@ mod cloud;
 mod fabric;
 mod hardware;
 mod inventory;
+mod kubeadm;
 mod kubernetes;
 mod monitoring;
 mod names;
@@ -67,6 +68,7 @@ pub fn check(loaded: &LoadedBlueprint, inventory: Option<&LoadedInventory>) -> D
     if let Some(inventory) = inventory {
         cloud::check(loaded, inventory, facts.hostnames.as_deref(), &mut out);
         monitoring::secrets(loaded, inventory, &mut out);
+        kubeadm::inventory(loaded, inventory, &mut out);
         let blueprint_is_valid = !out.has_errors();
         inventory::check(loaded, inventory, &facts, blueprint_is_valid, &mut out);
     }

@@ -45,7 +45,8 @@ pub fn values(model: &Model, kube: &KubeModel) -> Value {
     };
     let mut values = json!({
         "driver": driver,
-        "toolkit": { "enabled": true },
+        // One owner of containerd's NVIDIA runtime: the host's toolkit, or the operator's.
+        "toolkit": { "enabled": !software.is_some_and(|software| software.container_toolkit) },
         "dcgmExporter": { "enabled": true },
     });
     if let Some(sharing) = device_plugin_config(&kube.settings.gpu_sharing) {

@@ -22,6 +22,7 @@ use serde_json::{Map, Value, json};
 
 use crate::blueprint::schema::Role;
 use crate::model::Model;
+use crate::model::kubeadm;
 use crate::model::kubernetes::{self, KubeModel};
 use crate::resource::api::{ApiDesired, KUBERNETES_TARGET};
 use crate::resource::kube::{FIELD_MANAGER, KubeObject, MANAGED_BY_LABEL};
@@ -101,8 +102,19 @@ pub fn resources(model: &Model) -> Vec<Resource> {
         && let Some(host) = model.first_with(Role::Controller)
     {
         let host = Target::node(&host.name);
+        // A cluster kubeadm brings up: helm on the control plane uses kubeadm's admin
+        // kubeconfig (root has no ~/.kube/config there), after `kubeadm init`.
+        let kubeadm = crate::model::kubeadm::expand(model).filter(|kubeadm| kubeadm.control_plane.name == *host.name);
         for (chart, values) in charts(model, &kube) {
-            out.extend(helm::resources(&host, &chart, &values));
+            for mut resource in helm::resources(&host, &chart, &values) {
+                if kubeadm.is_some()
+                    && let Desired::Command { argv, .. } = std::sync::Arc::make_mut(&mut resource.desired)
+                {
+                    argv.extend(["--kubeconfig", kubeadm::ADMIN_CONF].map(str::to_owned));
+                    resource.depends_on.push(ResourceId::new(&host.name, "command", kubeadm::INIT_COMMAND));
+                }
+                out.push(resource);
+            }
         }
     }
     out
