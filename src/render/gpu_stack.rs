@@ -194,12 +194,14 @@ fn restart_slurmd_on_plugstack(plugstacks: &HashMap<String, (ResourceId, Resourc
         return;
     }
     for resource in out.iter_mut() {
-        // The cheap test first: one resource in dozens is a slurmd.
-        let Desired::Service { name, watches, .. } = std::sync::Arc::make_mut(&mut resource.desired) else { continue };
-        if name != "slurmd" {
+        // The cheap test first: one resource in dozens is a slurmd. Only then a copy
+        // of what it wants to change: `make_mut` on every resource copied every
+        // Desired shared with another (7% of a 4,096-node plan).
+        if !matches!(&*resource.desired, Desired::Service { name, .. } if name == "slurmd") {
             continue;
         }
         let Some((file, build)) = plugstacks.get(resource.target.name.as_str()) else { continue };
+        let Desired::Service { watches, .. } = std::sync::Arc::make_mut(&mut resource.desired) else { continue };
         watches.push(file.clone());
         resource.depends_on.extend([file.clone(), build.clone()]);
     }
