@@ -76,7 +76,7 @@ pub fn render(
     inventory: Option<&Inventory>,
     renderer: &Renderer,
     out: &mut Vec<Resource>,
-) -> Result<(), RenderError> {
+) -> Result<SlurmdPlugstacks, RenderError> {
     let slurm = model.blueprint.scheduler.kind == SchedulerKind::Slurm;
     let mut plugstacks: HashMap<String, (ResourceId, ResourceId)> = HashMap::new();
     let mut cluster_pyxis: Option<(String, Content)> = None;
@@ -141,8 +141,19 @@ pub fn render(
             }
         }
     }
-    restart_slurmd_on_plugstack(&plugstacks, out);
-    Ok(())
+    Ok(SlurmdPlugstacks(plugstacks))
+}
+
+/// Per node, the pyxis plugstack file and build that its slurmd (rendered by another
+/// stage) must restart on and come after: applied once every stage has rendered.
+#[derive(Debug, Default)]
+pub struct SlurmdPlugstacks(HashMap<String, (ResourceId, ResourceId)>);
+
+impl SlurmdPlugstacks {
+    /// Makes each node's slurmd in `resources` watch and follow its plugstack.
+    pub fn apply(&self, resources: &mut [Resource]) {
+        restart_slurmd_on_plugstack(&self.0, resources);
+    }
 }
 
 /// A copy of `prototype` on `target`: its id and every id it refers to on the
