@@ -41,10 +41,18 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
     // for every node, parsed once and shared.
     let mut values_cache: HashMap<(Option<&str>, Text), Vec<ValueChange>, RandomState> = HashMap::default();
 
+    // Fingerprint and shown name of each distinct Desired: most are shared by every
+    // node of a group (`SharedDesired`), so each is formatted and interned once, keyed
+    // by the shared copy's address (stable while the graph is borrowed).
+    let mut described: HashMap<usize, (Text, Text), RandomState> = HashMap::default();
+
     for &index in &graph.order {
         let resource = &graph.resources[index];
         let recorded = state.resources.get(resource.id.as_str());
-        let after = texts.take(resource.desired.fingerprint());
+        let (after, name) = described
+            .entry(std::sync::Arc::as_ptr(&resource.desired) as usize)
+            .or_insert_with(|| (texts.take(resource.desired.fingerprint()), shown_name(&resource.desired, &mut texts)))
+            .clone();
         let (mut action, mut reason) = match recorded {
             None => (Action::Create, texts.get("not applied yet")),
             Some(recorded) if recorded.fingerprint == after => (Action::NoOp, texts.get("as recorded")),
@@ -108,15 +116,10 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
                 }
             }
         }
-        let name = match &*resource.desired {
-            Desired::File { path, .. } | Desired::Directory { path, .. } => texts.get(path),
-            Desired::Package { name } | Desired::Service { name, .. } => texts.get(name),
-            Desired::Command { description, .. } => texts.get(description),
-            Desired::Api(item) => texts.take(item.name()),
-        };
         changes.push(Change {
             id: resource.id.0.clone(),
-            target: texts.get(&resource.target.name),
+            // Already one shared copy per target.
+            target: resource.target.name.clone(),
             kind: texts.get(resource.desired.kind()),
             name,
             action,
@@ -148,6 +151,17 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
         changes,
         warnings: Vec::new(),
         rollout: None,
+    }
+}
+
+/// The name a plan shows for `desired`: a path, a package or service, a command's
+/// description.
+fn shown_name(desired: &Desired, texts: &mut Interner) -> Text {
+    match desired {
+        Desired::File { path, .. } | Desired::Directory { path, .. } => texts.get(path),
+        Desired::Package { name } | Desired::Service { name, .. } => texts.get(name),
+        Desired::Command { description, .. } => texts.get(description),
+        Desired::Api(item) => texts.take(item.name()),
     }
 }
 

@@ -190,20 +190,37 @@ pub fn classify(
     schedulable: &BTreeSet<String>,
     max_unavailable: MaxUnavailable,
 ) {
-    let by_id: std::collections::HashMap<&str, usize, foldhash::fast::RandomState> =
-        graph.resources.iter().enumerate().map(|(index, resource)| (resource.id.as_str(), index)).collect();
+    // A plan lists the graph's resources in its order, then its removals: the change
+    // at a position is the resource at that position of the order (same id), and only
+    // a plan made otherwise looks its resources up by id.
+    let by_id: std::cell::OnceCell<std::collections::HashMap<&str, usize, foldhash::fast::RandomState>> =
+        std::cell::OnceCell::new();
     let mut hosts: BTreeMap<String, HostDisruption> = BTreeMap::new();
-    for change in &mut plan.changes {
-        let resource = by_id.get(change.id.as_str()).map(|&index| &graph.resources[index]);
+    for (position, change) in plan.changes.iter_mut().enumerate() {
+        let resource = graph
+            .order
+            .get(position)
+            .map(|&index| &graph.resources[index])
+            .filter(|resource| resource.id.0 == change.id)
+            .or_else(|| {
+                let by_id = by_id.get_or_init(|| {
+                    graph.resources.iter().enumerate().map(|(index, resource)| (resource.id.as_str(), index)).collect()
+                });
+                by_id.get(change.id.as_str()).map(|&index| &graph.resources[index])
+            });
         change.disruption = change_class(change, resource.map(|resource| (&*resource.desired, resource.disruption)));
         if change.disruption == Disruption::None {
             continue;
         }
-        let host = hosts.entry(change.target.to_string()).or_insert_with(|| HostDisruption {
-            class: Disruption::None,
-            because: Vec::new(),
-            schedulable: schedulable.contains(change.target.as_str()),
-        });
+        if !hosts.contains_key(change.target.as_str()) {
+            let host = HostDisruption {
+                class: Disruption::None,
+                because: Vec::new(),
+                schedulable: schedulable.contains(change.target.as_str()),
+            };
+            hosts.insert(change.target.to_string(), host);
+        }
+        let Some(host) = hosts.get_mut(change.target.as_str()) else { continue };
         if change.disruption > host.class {
             host.class = change.disruption;
             host.because.clear();

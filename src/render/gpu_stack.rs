@@ -76,7 +76,7 @@ pub fn render(
     inventory: Option<&Inventory>,
     renderer: &Renderer,
     out: &mut Vec<Resource>,
-) -> Result<(), RenderError> {
+) -> Result<SlurmdPlugstacks, RenderError> {
     let slurm = model.blueprint.scheduler.kind == SchedulerKind::Slurm;
     let mut plugstacks: HashMap<String, (ResourceId, ResourceId)> = HashMap::new();
     let mut cluster_pyxis: Option<(String, Content)> = None;
@@ -141,8 +141,19 @@ pub fn render(
             }
         }
     }
-    restart_slurmd_on_plugstack(&plugstacks, out);
-    Ok(())
+    Ok(SlurmdPlugstacks(plugstacks))
+}
+
+/// Per node, the pyxis plugstack file and build that its slurmd (rendered by another
+/// stage) must restart on and come after: applied once every stage has rendered.
+#[derive(Debug, Default)]
+pub struct SlurmdPlugstacks(HashMap<String, (ResourceId, ResourceId)>);
+
+impl SlurmdPlugstacks {
+    /// Makes each node's slurmd in `resources` watch and follow its plugstack.
+    pub fn apply(&self, resources: &mut [Resource]) {
+        restart_slurmd_on_plugstack(&self.0, resources);
+    }
 }
 
 /// A copy of `prototype` on `target`: its id and every id it refers to on the
@@ -194,12 +205,14 @@ fn restart_slurmd_on_plugstack(plugstacks: &HashMap<String, (ResourceId, Resourc
         return;
     }
     for resource in out.iter_mut() {
-        // The cheap test first: one resource in dozens is a slurmd.
-        let Desired::Service { name, watches, .. } = std::sync::Arc::make_mut(&mut resource.desired) else { continue };
-        if name != "slurmd" {
+        // The cheap test first: one resource in dozens is a slurmd. Only then a copy
+        // of what it wants to change: `make_mut` on every resource copied every
+        // Desired shared with another (7% of a 4,096-node plan).
+        if !matches!(&*resource.desired, Desired::Service { name, .. } if name == "slurmd") {
             continue;
         }
         let Some((file, build)) = plugstacks.get(resource.target.name.as_str()) else { continue };
+        let Desired::Service { watches, .. } = std::sync::Arc::make_mut(&mut resource.desired) else { continue };
         watches.push(file.clone());
         resource.depends_on.extend([file.clone(), build.clone()]);
     }

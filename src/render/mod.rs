@@ -18,6 +18,7 @@ pub mod links;
 pub mod lldp;
 pub mod monitoring;
 pub mod package_cache;
+pub mod parallel;
 pub mod roce_qos;
 pub mod slurm;
 pub mod switch;
@@ -155,31 +156,45 @@ pub fn render(
     secrets: &slurm::Secrets,
     renderer: &Renderer,
 ) -> Result<Vec<Resource>, RenderError> {
-    let mut resources = Vec::new();
-    // Each stage's per-node copies of the same thing become one before the next
-    // stage renders, so they never all live at once.
-    let mut shared = SharedDesired::default();
-    let mut stage = |resources: &mut Vec<Resource>,
-                     render: &mut dyn FnMut(&mut Vec<Resource>) -> Result<(), RenderError>| {
-        let start = resources.len();
-        render(resources)?;
-        shared.share(&mut resources[start..]);
-        Ok::<(), RenderError>(())
-    };
-    stage(&mut resources, &mut |out| host::render(model, inventory, renderer, out))?;
-    stage(&mut resources, &mut |out| slurm::render(model, inventory, renderer, secrets, out))?;
-    stage(&mut resources, &mut |out| gpu_stack::render(model, inventory, renderer, out))?;
-    stage(&mut resources, &mut |out| roce_qos::render(model, inventory, renderer, out))?;
-    stage(&mut resources, &mut |out| switch::render(model, inventory, renderer, out))?;
-    stage(&mut resources, &mut |out| lldp::render(model, inventory, renderer, out))?;
-    stage(&mut resources, &mut |out| monitoring::render(model, inventory, &secrets.named, out))?;
-    stage(&mut resources, &mut |out| package_cache::render(model, renderer, out))?;
+    // The stages read the model and write only their own resources: they render on
+    // every core at once, and their outputs join in stage order, so the resources
+    // (and every plan made of them) come out as a sequential render makes them.
+    // The GPU stage's plugstacks change the slurm stage's slurmd: applied after both.
+    let plugstacks = std::sync::Mutex::new(gpu_stack::SlurmdPlugstacks::default());
+    let stages: [&Stage<'_>; 8] = [
+        &|out| host::render(model, inventory, renderer, out),
+        &|out| slurm::render(model, inventory, renderer, secrets, out),
+        &|out| {
+            let found = gpu_stack::render(model, inventory, renderer, out)?;
+            *plugstacks.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = found;
+            Ok(())
+        },
+        &|out| roce_qos::render(model, inventory, renderer, out),
+        &|out| switch::render(model, inventory, renderer, out),
+        &|out| lldp::render(model, inventory, renderer, out),
+        &|out| monitoring::render(model, inventory, &secrets.named, out),
+        &|out| package_cache::render(model, renderer, out),
+    ];
+    let outputs = parallel::ordered(&stages, |stage| {
+        let mut out = Vec::new();
+        stage(&mut out)?;
+        // Each stage's per-node copies of the same thing become one before the stage
+        // hands its resources over, so they never all live at once.
+        SharedDesired::default().share(&mut out);
+        Ok::<_, RenderError>(out)
+    });
+    let mut resources = Vec::with_capacity(outputs.iter().map(|output| output.as_ref().map_or(0, Vec::len)).sum());
+    // The first failing stage in stage order: the error a sequential render reports.
+    for output in outputs {
+        resources.extend(output?);
+    }
+    plugstacks.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).apply(&mut resources);
     package_cache::order_package_installs(&mut resources);
-    // The vector grew by doubling: up to half of it spare slots of a 256-byte struct
-    // that would live as long as the plan (a large block: the allocator remaps, no copy).
-    resources.shrink_to_fit();
     Ok(resources)
 }
+
+/// One render stage: appends its resources to the vector it is given.
+type Stage<'a> = dyn Fn(&mut Vec<Resource>) -> Result<(), RenderError> + Sync + 'a;
 
 /// Every embedded template as `(name, text)`: name is its path under `templates/`.
 pub fn embedded() -> impl Iterator<Item = &'static (&'static str, &'static str)> {

@@ -1,0 +1,60 @@
+//! Work spread over the machine's cores with results kept in input order.
+//!
+//! Stage: render (a helper). Input: items and a function of one item. Output: the
+//! function's results, in the order of the items, whichever thread made each one,
+//! so what is rendered in parallel is byte for byte what a sequential loop renders.
+//! `std::thread::scope` rather than a thread-pool crate: a render makes a handful of
+//! calls like this, each over items that already borrow the model.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// `work` applied to every item of `items`, on up to one thread per core; the
+/// results in the order of `items`.
+pub fn ordered<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get).min(items.len());
+    if threads <= 1 {
+        return items.iter().map(work).collect();
+    }
+    // Items are taken one at a time from a shared counter: a slow item (the stage
+    // that renders every node's files) does not hold back the others behind it.
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<R>>> = Mutex::new(items.iter().map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(item) = items.get(index) else { break };
+                    let result = work(item);
+                    if let Ok(mut results) = results.lock() {
+                        results[index] = Some(result);
+                    }
+                }
+            });
+        }
+    });
+    // Every index below `items.len()` was taken by exactly one thread, which stored its
+    // result; a thread that panicked re-raised its panic when the scope ended.
+    results.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).into_iter().flatten().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_keep_the_order_of_the_items() {
+        let items: Vec<u64> = (0..1000).collect();
+        // Uneven work: later items finish first on another thread.
+        let results = ordered(&items, |&item| {
+            let mut sum = 0u64;
+            for step in 0..(1000 - item) * 50 {
+                sum = sum.wrapping_add(step);
+            }
+            (item, sum)
+        });
+        assert_eq!(results.iter().map(|(item, _)| *item).collect::<Vec<_>>(), items);
+        assert!(ordered(&[] as &[u8], |_| 0).is_empty());
+    }
+}
