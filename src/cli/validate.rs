@@ -84,13 +84,17 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
     };
     let model = crate::model::expand(&inputs.blueprint.blueprint)
         .with_context(|| format!("expanding `{}` (`toolkit lint` locates the cause)", args.blueprint.display()))?;
-    let catalog = match Catalog::load(args.validators.as_deref()) {
+    let mut catalog = match Catalog::load(args.validators.as_deref()) {
         Ok(catalog) => catalog,
         Err(problems) => {
             crate::cli::print_diagnostics(&problems, args.output);
             return Ok(Status::Error);
         }
     };
+    let on_kubernetes = model.blueprint.scheduler.kind == SchedulerKind::Kubernetes;
+    if on_kubernetes {
+        crate::validate::kube::adapt(&mut catalog);
+    }
     let site =
         inputs.inventory.as_ref().map_or_else(|| Site::everything(&model), |i| Site::from_inventory(&i.inventory));
     let nodes = match &args.nodes {
@@ -121,14 +125,14 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
     let cancel = CancellationToken::new();
     options.cancel = Some(cancel.clone());
     options.progress = Some(progress_printer());
-    let (outcome, drained) = if model.blueprint.scheduler.kind == SchedulerKind::Kubernetes {
+    let (outcome, drained) = if on_kubernetes {
         if args.drain_failed {
             bail!(
                 "--drain-failed drains nodes in Slurm; this blueprint's scheduler is Kubernetes (cordon them with `kubectl cordon`)"
             );
         }
         let mut planned = planned;
-        let hosts = kube_hosts(args, inventory, &model)?;
+        let hosts = kube_hosts(args, inventory, &model, options.nodes.as_ref())?;
         hosts.restrict(&mut planned);
         let outcome = runtime.block_on(async {
             let _ctrl_c = crate::apply::cancel_on_ctrl_c(cancel);
@@ -213,7 +217,12 @@ async fn run_over_ssh(
 }
 
 /// The validator Jobs' client and settings, from the inventory's kubeconfig and the flags.
-fn kube_hosts(args: &Args, inventory: &LoadedInventory, model: &crate::model::Model) -> anyhow::Result<JobHosts> {
+fn kube_hosts(
+    args: &Args,
+    inventory: &LoadedInventory,
+    model: &crate::model::Model,
+    nodes: Option<&BTreeSet<String>>,
+) -> anyhow::Result<JobHosts> {
     let client = crate::deploy::kube::client(&inventory.inventory, Path::new("."))?.with_context(|| {
         format!(
             "`{}` names no kubeconfig, and this blueprint's validators run as Kubernetes Jobs: add \
@@ -237,6 +246,7 @@ fn kube_hosts(args: &Args, inventory: &LoadedInventory, model: &crate::model::Mo
         images,
         start_seconds: args.kube_start_timeout,
         poll: std::time::Duration::from_secs(2),
+        nodes: nodes.cloned(),
     };
     Ok(JobHosts::new(client, model, settings))
 }

@@ -11,8 +11,12 @@
 //! plus the start-up allowance is deleted and reported by name; Jobs a Ctrl-C left
 //! behind are deleted by [`JobHosts::delete_leftovers`].
 //!
-//! Only node-scope validators run here: the multi-node ones (NCCL across nodes, IOR,
-//! mdtest) go through Slurm and are skipped on Kubernetes by their requirements.
+//! Node-scope validators run as Jobs; a validator whose `kubernetes` section says `mpi`
+//! (NCCL across nodes) runs as one Kubeflow `MPIJob` (`kubeflow.org/v2beta1`): MPI is
+//! what nccl-tests needs across nodes, and the mpi-operator starts the workers, writes
+//! the hostfile and runs `mpirun` in a launcher whose log is the output; a JobSet would
+//! leave all of that to toolkit. Other multi-node validators (IOR, mdtest, the pairs)
+//! go through Slurm and are skipped on Kubernetes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::catalog::Catalog;
 use super::run::{Disposition, Hosts, Planned};
 use super::spec::{Requirement, SpecScope, ValidatorSpec};
 use crate::kube::{ApplyOptions, KubeClient, KubeError};
@@ -57,12 +62,37 @@ pub struct JobSettings {
     pub start_seconds: u64,
     /// Pause between two reads of a Job's status.
     pub poll: Duration,
+    /// `--nodes`: the nodes an MPIJob's workers run on (default: every GPU node).
+    pub nodes: Option<BTreeSet<String>>,
+}
+
+/// Label the mpi-operator sets on an MPIJob's pods: its name.
+const MPI_JOB_NAME_LABEL: &str = "training.kubeflow.org/job-name";
+
+/// Label the mpi-operator sets on an MPIJob's pods: `launcher` or `worker`.
+const MPI_JOB_ROLE_LABEL: &str = "training.kubeflow.org/job-role";
+
+/// Replaces, in every validator with a Kubernetes `command`, the command it runs; an
+/// MPI validator no longer requires Slurm (its MPIJob replaces `srun`).
+pub fn adapt(catalog: &mut Catalog) {
+    for spec in &mut catalog.specs {
+        let Some(kubernetes) = &spec.kubernetes else { continue };
+        if let Some(command) = &kubernetes.command {
+            spec.command = Some(command.clone());
+            spec.steps.clear();
+        }
+        if kubernetes.mpi {
+            spec.requires.retain(|requirement| *requirement != Requirement::Slurm);
+        }
+    }
 }
 
 /// What a validator's Jobs look like.
 #[derive(Debug, Clone)]
 struct Template {
     validator: String,
+    /// One MPIJob over these nodes instead of a Job on the subject's node.
+    mpi_workers: Option<Vec<String>>,
     image: String,
     privileged: bool,
     host_paths: Vec<String>,
@@ -76,8 +106,8 @@ struct Shared {
     client: KubeClient,
     settings: JobSettings,
     gpus: BTreeMap<String, u32>,
-    /// Jobs created and not yet deleted (`name`).
-    live: Mutex<BTreeSet<String>>,
+    /// Jobs created and not yet deleted.
+    live: Mutex<BTreeSet<(Workload, String)>>,
     sequence: AtomicUsize,
 }
 
@@ -119,11 +149,12 @@ impl JobHosts {
     /// Deletes the Jobs still there (a Ctrl-C or a timeout of the runner dropped
     /// their executors); returns what could not be deleted.
     pub async fn delete_leftovers(&self) -> Vec<String> {
-        let names: Vec<String> = self.shared.live.lock().map(|live| live.iter().cloned().collect()).unwrap_or_default();
+        let names: Vec<(Workload, String)> =
+            self.shared.live.lock().map(|live| live.iter().cloned().collect()).unwrap_or_default();
         let mut failed = Vec::new();
-        for name in names {
-            if let Err(error) = self.shared.delete(&name).await {
-                failed.push(format!("Job `{}/{name}`: {error}", self.shared.settings.namespace));
+        for (kind, name) in names {
+            if let Err(error) = self.shared.delete(kind, &name).await {
+                failed.push(format!("{} `{}/{name}`: {error}", kind.kind(), self.shared.settings.namespace));
             }
         }
         failed
@@ -142,8 +173,13 @@ impl JobHosts {
     }
 
     fn unsupported(&self, spec: &ValidatorSpec) -> Option<String> {
-        if spec.scope != SpecScope::Node {
-            return Some("runs only over SSH: on Kubernetes toolkit runs node-scope validators as Jobs".to_owned());
+        let mpi = spec.kubernetes.as_ref().is_some_and(|section| section.mpi);
+        if spec.scope != SpecScope::Node && !(mpi && spec.scope == SpecScope::Cluster) {
+            return Some(
+                "runs only over SSH: on Kubernetes toolkit runs node-scope validators as Jobs and cluster-scope \
+                 ones with `kubernetes.mpi` as an MPIJob"
+                    .to_owned(),
+            );
         }
         let Some(kubernetes) = &spec.kubernetes else {
             return Some(format!(
@@ -172,10 +208,19 @@ impl Hosts for JobHosts {
             .cloned()
             .or_else(|| kubernetes.as_ref().and_then(|section| section.image.clone()))
             .unwrap_or_default();
+        let mpi_workers = kubernetes.as_ref().is_some_and(|section| section.mpi).then(|| {
+            let selected = self.shared.settings.nodes.as_ref();
+            let gpu_nodes = self.shared.gpus.iter().filter(|(_, gpus)| **gpus > 0);
+            gpu_nodes
+                .map(|(name, _)| name.clone())
+                .filter(|name| selected.is_none_or(|nodes| nodes.contains(name)))
+                .collect()
+        });
         JobConnector {
             shared: Arc::clone(&self.shared),
             template: Arc::new(Template {
                 validator: spec.id.clone(),
+                mpi_workers,
                 image,
                 privileged: kubernetes.as_ref().is_some_and(|section| section.privileged),
                 host_paths: kubernetes.map(|section| section.host_paths).unwrap_or_default(),
@@ -233,9 +278,12 @@ impl Executor for JobExecutor {
     async fn exec(&self, argv: &[String]) -> Result<Output, TransportError> {
         let sequence = self.shared.sequence.fetch_add(1, Ordering::Relaxed);
         let name = job_name(&self.template.validator, &self.node, &self.shared.settings.run_id, sequence);
-        let gpus = if self.template.gpus { self.shared.gpus.get(&self.node).copied().unwrap_or(0) } else { 0 };
+        // An MPIJob's subject is the cluster: each worker holds its node's GPUs (the
+        // selected GPU nodes are alike, as the srun command assumes too).
+        let gpu_node = self.template.mpi_workers.as_ref().and_then(|workers| workers.first()).unwrap_or(&self.node);
+        let gpus = if self.template.gpus { self.shared.gpus.get(gpu_node).copied().unwrap_or(0) } else { 0 };
         let deadline = self.template.timeout + self.shared.settings.start_seconds;
-        let job = job_object(&JobRequest {
+        let request = JobRequest {
             name: &name,
             namespace: &self.shared.settings.namespace,
             run_id: &self.shared.settings.run_id,
@@ -247,31 +295,36 @@ impl Executor for JobExecutor {
             privileged: self.template.privileged,
             host_paths: &self.template.host_paths,
             deadline_seconds: deadline,
-        });
+        };
+        let (job, kind) = match &self.template.mpi_workers {
+            Some(workers) => (mpijob_object(&request, workers), Workload::MpiJob),
+            None => (job_object(&request), Workload::Job),
+        };
         let fail = |reason: String| TransportError::Platform { host: self.node.clone(), reason };
-        let display = format!("Job `{}/{name}`", self.shared.settings.namespace);
+        let display = format!("{} `{}/{name}`", kind.kind(), self.shared.settings.namespace);
         self.shared.client.apply(&job, ApplyOptions::default()).await.map_err(|error| fail(error.to_string()))?;
         if let Ok(mut live) = self.shared.live.lock() {
-            live.insert(name.clone());
+            live.insert((kind, name.clone()));
         }
-        let finished = self.shared.wait(&name, Duration::from_secs(deadline)).await;
+        let finished = self.shared.wait(kind, &name, Duration::from_secs(deadline)).await;
         let outcome = match finished {
             Ok(Some(job)) => {
-                self.shared.collect(&name, &job).await.map_err(|error| fail(format!("{display}: {error}")))
+                self.shared.collect(kind, &name, &job).await.map_err(|error| fail(format!("{display}: {error}")))
             }
             Ok(None) => Err(fail(format!(
                 "{display} did not finish within {deadline} s (the validator's {} s and {} s to schedule and \
-                 pull `{}`); it was deleted: see `kubectl -n {} describe job {name}` next time, or raise \
+                 pull `{}`); it was deleted: see `kubectl -n {} describe {} {name}` next time, or raise \
                  `--kube-start-timeout`",
                 self.template.timeout,
                 self.shared.settings.start_seconds,
                 self.template.image,
-                self.shared.settings.namespace
+                self.shared.settings.namespace,
+                kind.kind().to_lowercase()
             ))),
             Err(error) => Err(fail(format!("{display}: {error}"))),
         };
-        if let Err(error) = self.shared.delete(&name).await {
-            tracing::warn!(job = name, "validator Job not deleted: {error}");
+        if let Err(error) = self.shared.delete(kind, &name).await {
+            tracing::warn!(job = name, "validator {} not deleted: {error}", kind.kind());
         }
         outcome
     }
@@ -284,16 +337,37 @@ impl Executor for JobExecutor {
     }
 }
 
+/// What runs a command: a Job on one node, or an MPIJob over several.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Workload {
+    Job,
+    MpiJob,
+}
+
+impl Workload {
+    const fn kind(self) -> &'static str {
+        match self {
+            Self::Job => "Job",
+            Self::MpiJob => "MPIJob",
+        }
+    }
+}
+
 impl Shared {
-    fn job_path(&self, name: &str) -> String {
-        format!("/apis/batch/v1/namespaces/{}/jobs/{name}", self.settings.namespace)
+    fn path(&self, kind: Workload, name: &str) -> String {
+        let namespace = &self.settings.namespace;
+        match kind {
+            Workload::Job => format!("/apis/batch/v1/namespaces/{namespace}/jobs/{name}"),
+            Workload::MpiJob => format!("/apis/kubeflow.org/v2beta1/namespaces/{namespace}/mpijobs/{name}"),
+        }
     }
 
-    /// The Job once a `Complete` or `Failed` condition is true; `None` at the deadline.
-    async fn wait(&self, name: &str, limit: Duration) -> Result<Option<Value>, KubeError> {
+    /// The Job once a `Complete` (MPIJob: `Succeeded`) or `Failed` condition is true;
+    /// `None` at the deadline.
+    async fn wait(&self, kind: Workload, name: &str, limit: Duration) -> Result<Option<Value>, KubeError> {
         let started = Instant::now();
         loop {
-            let job = self.client.get_path(&self.job_path(name)).await?;
+            let job = self.client.get_path(&self.path(kind, name)).await?;
             if let Some(job) = job
                 && finished(&job).is_some()
             {
@@ -306,11 +380,16 @@ impl Shared {
         }
     }
 
-    /// The output of a finished Job: its pod's log and its container's exit code.
-    async fn collect(&self, name: &str, job: &Value) -> Result<Output, KubeError> {
+    /// The output of a finished Job: its pod's log and its container's exit code (an
+    /// MPIJob's: its launcher's).
+    async fn collect(&self, kind: Workload, name: &str, job: &Value) -> Result<Output, KubeError> {
         let path = format!("/api/v1/namespaces/{}/pods", self.settings.namespace);
-        let mut pods = self.client.list_selected(&path, &format!("batch.kubernetes.io/job-name={name}")).await?;
-        if pods.is_empty() {
+        let selector = match kind {
+            Workload::Job => format!("batch.kubernetes.io/job-name={name}"),
+            Workload::MpiJob => format!("{MPI_JOB_NAME_LABEL}={name},{MPI_JOB_ROLE_LABEL}=launcher"),
+        };
+        let mut pods = self.client.list_selected(&path, &selector).await?;
+        if pods.is_empty() && kind == Workload::Job {
             // Before Kubernetes 1.27 the Job controller sets only the legacy label.
             pods = self.client.list_selected(&path, &format!("job-name={name}")).await?;
         }
@@ -340,21 +419,21 @@ impl Shared {
         Ok(Output { status, stdout: log, stderr })
     }
 
-    async fn delete(&self, name: &str) -> Result<(), KubeError> {
-        self.client.delete(&self.job_path(name), false).await?;
+    async fn delete(&self, kind: Workload, name: &str) -> Result<(), KubeError> {
+        self.client.delete(&self.path(kind, name), false).await?;
         if let Ok(mut live) = self.live.lock() {
-            live.remove(name);
+            live.remove(&(kind, name.to_owned()));
         }
         Ok(())
     }
 }
 
-/// `Some((failed, "reason: message"))` once the Job's `Complete` or `Failed`
+/// `Some((failed, "reason: message"))` once the Job's `Complete` (an MPIJob's `Succeeded`) or `Failed`
 /// condition is true.
 fn finished(job: &Value) -> Option<(bool, String)> {
     job.pointer("/status/conditions")?.as_array()?.iter().find_map(|condition| {
         let kind = condition["type"].as_str()?;
-        (condition["status"] == "True" && matches!(kind, "Complete" | "Failed"))
+        (condition["status"] == "True" && matches!(kind, "Complete" | "Succeeded" | "Failed"))
             .then(|| (kind == "Failed", format!("{}: {}", text(condition, "/reason"), text(condition, "/message"))))
     })
 }
@@ -450,6 +529,67 @@ pub fn job_object(request: &JobRequest<'_>) -> KubeObject {
                 "activeDeadlineSeconds": request.deadline_seconds,
                 "ttlSecondsAfterFinished": TTL_AFTER_FINISHED_SECONDS,
                 "template": {"metadata": {"labels": labels}, "spec": pod},
+            },
+        }),
+    )
+}
+
+/// The MPIJob of one multi-node command: the launcher runs `request.argv` (its
+/// container named [`CONTAINER`], placed anywhere), one worker per node in `workers`
+/// holds that node's GPUs (`request.gpus` each) and runs the image's `sshd` for
+/// `mpirun` to reach.
+#[must_use]
+pub fn mpijob_object(request: &JobRequest<'_>, workers: &[String]) -> KubeObject {
+    let labels = json!({
+        MANAGED_BY_LABEL: FIELD_MANAGER,
+        RUN_LABEL: request.run_id,
+        VALIDATOR_LABEL: request.validator,
+    });
+    let gpus = request.gpus.to_string();
+    let mut worker = json!({
+        "name": "worker",
+        "image": request.image,
+        "command": ["/usr/sbin/sshd", "-De"],
+        "resources": {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}},
+    });
+    if request.privileged {
+        worker["securityContext"] = json!({"privileged": true});
+    }
+    let hostname_in = json!({"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": workers}]}]});
+    // One worker per node: never two on the same host.
+    let spread = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": {RUN_LABEL: request.run_id, VALIDATOR_LABEL: request.validator}},
+        "topologyKey": "kubernetes.io/hostname"}]});
+    KubeObject::new(
+        "mpijobs",
+        json!({
+            "apiVersion": "kubeflow.org/v2beta1",
+            "kind": "MPIJob",
+            "metadata": {"name": request.name, "namespace": request.namespace, "labels": labels},
+            "spec": {
+                "slotsPerWorker": request.gpus.max(1),
+                "mpiImplementation": "OpenMPI",
+                // mpirun starts only once every worker's sshd is up.
+                "launcherCreationPolicy": "WaitForWorkersReady",
+                "runPolicy": {
+                    "backoffLimit": 0,
+                    "activeDeadlineSeconds": request.deadline_seconds,
+                    "ttlSecondsAfterFinished": TTL_AFTER_FINISHED_SECONDS,
+                    "cleanPodPolicy": "Running",
+                },
+                "mpiReplicaSpecs": {
+                    "Launcher": {"replicas": 1, "restartPolicy": "Never", "template": {
+                        "metadata": {"labels": labels},
+                        "spec": {"tolerations": [{"operator": "Exists"}],
+                                 "containers": [{"name": CONTAINER, "image": request.image, "command": request.argv}]}}},
+                    "Worker": {"replicas": workers.len(), "restartPolicy": "Never", "template": {
+                        "metadata": {"labels": labels},
+                        "spec": {"tolerations": [{"operator": "Exists"}],
+                                 "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": hostname_in},
+                                              "podAntiAffinity": spread},
+                                 "containers": [worker]}}},
+                },
             },
         }),
     )

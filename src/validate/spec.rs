@@ -136,6 +136,15 @@ pub struct KubernetesSpec {
     /// the journal the Xid scan reads).
     #[serde(default)]
     pub host_paths: Vec<String>,
+    /// Run as one MPIJob (Kubeflow mpi-operator, `kubeflow.org/v2beta1`) over the
+    /// selected GPU nodes instead of a Job per node: `command` runs in the launcher,
+    /// one worker per node holds its GPUs (cluster scope; Slurm is then not required).
+    #[serde(default)]
+    pub mpi: bool,
+    /// The command on Kubernetes, instead of the validator's (a template over the same
+    /// context), e.g. `mpirun` where Slurm would use `srun`.
+    #[serde(default)]
+    pub command: Option<String>,
 }
 
 /// A validator as a continuous health check that runs on the node itself, without

@@ -146,13 +146,17 @@ fn hand_labelled(objects: &[KubeObject]) -> (Value, String, String) {
     (seed, label, value)
 }
 
-/// Schema errors of a request body: Kueue and Network Operator kinds against their
-/// CRD (strict: an unknown field is an error, as the server would prune it).
-fn crd_errors(body: &Value) -> Vec<String> {
+/// Schema errors of a request body: Kueue, mpi-operator and Network Operator kinds
+/// against their CRD (strict: an unknown field is an error, as the server would prune it).
+pub(crate) fn crd_errors(body: &Value) -> Vec<String> {
     let kind = body["kind"].as_str().expect("kind");
     let (group, version) = body["apiVersion"].as_str().expect("apiVersion").rsplit_once('/').expect("group");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubernetes");
-    let folder = if group == "kueue.x-k8s.io" { "kueue-crds" } else { "network-operator-crds" };
+    let folder = match group {
+        "kueue.x-k8s.io" => "kueue-crds",
+        "kubeflow.org" => "mpi-operator-crds",
+        _ => "network-operator-crds",
+    };
     let file = std::fs::read_dir(root.join(folder))
         .expect("CRDs")
         .map(|entry| entry.expect("entry").path())

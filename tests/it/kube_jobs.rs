@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::kube_api::{Pki, TOKEN, apiserver, client, kubeconfig, requests, toolkit};
+use crate::kube_api::{Pki, TOKEN, apiserver, client, crd_errors, kubeconfig, requests, toolkit};
 use crate::redfish::Server;
 
 const BLUEPRINT: &str = "blueprints/h100-kubernetes.yaml";
@@ -260,4 +260,89 @@ fn bad_credentials_or_a_missing_kubeconfig_stop_before_any_job() {
     assert_eq!(run.status.code(), Some(1), "{}", text(&run));
     let said = text(&run);
     assert!(said.contains("inventories/h100-kubernetes.kubeconfig") && said.contains("does not exist"), "{said}");
+}
+
+#[test]
+fn multi_node_nccl_runs_as_an_mpijob_that_validates_against_the_mpi_operators_crd() {
+    let Some(pki) = Pki::make() else { return };
+    let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubernetes/mpi-operator-crds");
+    let recorded = job_log("nccl-multi-node", "nccl_all_reduce_2node_h100_ib_ndr_xe9680.txt", 0);
+    let crds = crds.to_str().expect("utf8");
+    let Some(server) = apiserver(&pki, false, &Value::Array(Vec::new()), &["--crds", crds, &recorded]) else {
+        return;
+    };
+    let dir = server.dir.path();
+    let config = token_config(&pki, &server, TOKEN);
+    let inventory = inventory(dir, &config);
+    let out = dir.join("results.json");
+    // Two nodes, as the recorded run (2x 8 H100, 16 ranks).
+    let run = toolkit(&[
+        "validate",
+        BLUEPRINT,
+        "-i",
+        inventory.to_str().expect("utf8"),
+        "--only",
+        "nccl-multi-node",
+        "--nodes",
+        "dgx01,dgx02",
+        "--results",
+        out.to_str().expect("utf8"),
+    ]);
+    let results = results(&out);
+    assert_eq!(
+        verdicts(&results, "nccl-multi-node"),
+        [("h100k8s".to_owned(), "passed".to_owned())],
+        "{results:#}\n{}",
+        text(&run)
+    );
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    let sent = requests(&server);
+    let created: Vec<&Value> = sent
+        .iter()
+        .filter(|r| r["method"] == "PATCH" && r["path"].as_str().is_some_and(|p| p.contains("/mpijobs/")))
+        .collect();
+    assert_eq!(created.len(), 1);
+    let mpijob = &created[0]["body"];
+    assert_eq!(crd_errors(mpijob), Vec::<String>::new(), "{mpijob:#}");
+    let spec = &mpijob["spec"];
+    assert_eq!(spec["slotsPerWorker"], 8);
+    assert_eq!(spec["mpiReplicaSpecs"]["Worker"]["replicas"], 2);
+    let launcher = &spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0];
+    let script = launcher["command"].as_array().and_then(|argv| argv.last()).and_then(Value::as_str).expect("script");
+    assert!(script.starts_with("mpirun --allow-run-as-root -np 16 "), "{script}");
+    let worker = &spec["mpiReplicaSpecs"]["Worker"]["template"]["spec"];
+    assert_eq!(
+        worker["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"]
+            [0]["values"],
+        serde_json::json!(["dgx01", "dgx02"])
+    );
+    let deleted: Vec<&str> =
+        sent.iter().filter(|r| r["method"] == "DELETE").filter_map(|r| r["path"].as_str()).collect();
+    assert_eq!(deleted, [created[0]["path"].as_str().expect("path")]);
+    // Its log was read from the launcher's pod.
+    assert!(sent.iter().any(|r| r["path"].as_str().is_some_and(|p| p.contains("-launcher-") && p.ends_with("/log"))));
+}
+
+#[test]
+fn a_mutated_mpijob_fails_the_crd_check() {
+    // The check above can fail: a field the CRD does not have, and a wrong type.
+    let argv = vec!["mpirun".to_owned()];
+    let request = toolkit::validate::kube::JobRequest {
+        name: "nccl-multi-node-r-0",
+        namespace: "toolkit-validate",
+        run_id: "r",
+        validator: "nccl-multi-node",
+        node: "ctl01",
+        image: "example/nccl-tests:1",
+        argv: &argv,
+        gpus: 8,
+        privileged: false,
+        host_paths: &[],
+        deadline_seconds: 60,
+    };
+    let mut body = toolkit::validate::kube::mpijob_object(&request, &["dgx01".to_owned()]).body;
+    assert_eq!(crd_errors(&body), Vec::<String>::new());
+    body["spec"]["slotsPerWorker"] = Value::from("8");
+    body["spec"]["runPolicy"]["cleanupPolicy"] = Value::from("All");
+    assert_eq!(crd_errors(&body).len(), 2, "{:?}", crd_errors(&body));
 }

@@ -18,7 +18,8 @@ tests/support/kube-responses/ (each body cites where its format comes from, SOUR
   failures are a 422 `Invalid` with one cause per field.
 - DELETE: 200 `Status` Success with details; 404 when absent. Deleting a Job deletes its pods
   (the garbage collector's work for `propagationPolicy=Background`).
-- Jobs (batch/v1, validated with `kubernetes-validate`) run as the Job controller and kubelet
+- Jobs (batch/v1, validated with `kubernetes-validate`) and MPIJobs (kubeflow.org/v2beta1, against
+  the mpi-operator's CRD given with `--crds`; the launcher's pod carries the log) run as the Job controller and kubelet
   would report them: `--job-seconds` after creation the Job gets one pod (labels `job-name`,
   `batch.kubernetes.io/job-name`, `controller-uid`) that terminated with the exit code given,
   and the conditions the Job controller sets (`SuccessCriteriaMet` + `Complete`, or
@@ -134,7 +135,7 @@ class Store:
         for plural, (kind, namespaced) in CORE.items():
             self.kinds[("", "v1", plural)] = {"kind": kind, "namespaced": namespaced, "schema": None}
         self.kinds[("batch", "v1", "jobs")] = {"kind": "Job", "namespaced": True, "schema": None}
-        self.job_started = {}  # (namespace, name) -> monotonic time of creation
+        self.job_started = {}  # (group, plural, namespace, name) of a Job or MPIJob -> monotonic time of creation
         for path in sorted(path for folder in crds for path in glob.glob(os.path.join(folder, "*.yaml"))):
             with open(path) as handle:
                 crd = yaml.safe_load(handle)
@@ -320,11 +321,12 @@ def route(server, method, path, query, raw, user, content_type):
             return status(404, "NotFound", f'{resource} "{name}" not found', details)
         if query.get("dryRun") != "All":
             del store.objects[key]
-            if plural == "jobs":  # the garbage collector removes the Job's pods
+            if plural in ("jobs", "mpijobs"):  # the garbage collector removes the Job's pods
+                label = "job-name" if plural == "jobs" else "training.kubeflow.org/job-name"
                 for pod_key in [k for k, e in store.objects.items() if k[1] == "pods" and k[2] == namespace
-                                and e["object"]["metadata"].get("labels", {}).get("job-name") == name]:
+                                and e["object"]["metadata"].get("labels", {}).get(label) == name]:
                     del store.objects[pod_key]
-                store.job_started.pop((namespace, name), None)
+                store.job_started.pop(key, None)
         gone = dict(details, uid=entry["object"]["metadata"]["uid"])
         return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": gone}
     # PATCH
@@ -404,17 +406,20 @@ def route(server, method, path, query, raw, user, content_type):
         work["object"]["metadata"]["resourceVersion"] = store.resource_version()
     if not dry_run:
         store.objects[key] = work
-        if created and plural == "jobs":
-            store.job_started[(namespace, name)] = monotonic()
+        if created and plural in ("jobs", "mpijobs"):
+            store.job_started[key] = monotonic()
     return (201 if created else 200), shown(work)
 
 
 def run_jobs(server):
-    """Finishes the Jobs created `--job-seconds` ago: a pod with the recorded exit code, and
-    the Job's status as the Job controller (pkg/controller/job/job_controller.go) writes it."""
+    """Finishes the Jobs and MPIJobs created `--job-seconds` ago: a pod (an MPIJob's launcher)
+    with the recorded log and exit code, and the status their controllers write (the Job
+    controller, pkg/controller/job/job_controller.go; the mpi-operator,
+    pkg/controller/mpi_job_controller{,_status}.go)."""
     store = server.store
-    for (namespace, name), started in list(store.job_started.items()):
-        entry = store.objects.get(("batch", "jobs", namespace, name))
+    for key, started in list(store.job_started.items()):
+        group, plural, namespace, name = key
+        entry = store.objects.get(key)
         if entry is None or monotonic() - started < server.job_seconds:
             continue
         job = entry["object"]
@@ -422,7 +427,7 @@ def run_jobs(server):
         validator, node = labels.get("toolkit.io/validator", ""), labels.get("toolkit.io/node", "")
         if validator in server.job_hang:
             continue
-        del store.job_started[(namespace, name)]
+        del store.job_started[key]
         recorded = server.job_logs.get(f"{validator}@{node}") or server.job_logs.get(validator)
         if recorded is None:
             log, code = f"stand-in: no recorded output for {validator} on {node}\n", 127
@@ -432,19 +437,31 @@ def run_jobs(server):
                 log = handle.read()
         stamp = now()
         uid = job["metadata"]["uid"]
-        container = job["spec"]["template"]["spec"]["containers"][0]
-        pod_name = f"{name}-{uuid.uuid4().hex[:5]}"
-        pod_labels = dict(job["spec"]["template"]["metadata"].get("labels", {}))
-        pod_labels.update({"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name,
-                           "controller-uid": uid, "job-name": name})
+        if plural == "jobs":
+            template = job["spec"]["template"]
+            pod_name = f"{name}-{uuid.uuid4().hex[:5]}"
+            pod_labels = {"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name,
+                          "controller-uid": uid, "job-name": name}
+            owner = {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid}
+        else:  # the launcher's pod, of the launcher Job `<name>-launcher`
+            template = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]
+            launcher = f"{name}-launcher"
+            pod_name = f"{launcher}-{uuid.uuid4().hex[:5]}"
+            launcher_uid = str(uuid.uuid4())
+            pod_labels = {"training.kubeflow.org/operator-name": "mpi-operator",
+                          "training.kubeflow.org/job-name": name, "training.kubeflow.org/job-role": "launcher",
+                          "batch.kubernetes.io/job-name": launcher, "job-name": launcher,
+                          "batch.kubernetes.io/controller-uid": launcher_uid, "controller-uid": launcher_uid}
+            owner = {"apiVersion": "batch/v1", "kind": "Job", "name": launcher, "uid": launcher_uid}
+        pod_labels = dict(template.get("metadata", {}).get("labels", {}), **pod_labels)
+        container = template["spec"]["containers"][0]
         terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                       "startedAt": stamp, "finishedAt": stamp, "containerID": "containerd://" + uuid.uuid4().hex}
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": pod_name, "namespace": namespace, "labels": pod_labels, "uid": str(uuid.uuid4()),
                             "creationTimestamp": stamp, "resourceVersion": store.resource_version(),
-                            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid,
-                                                 "controller": True, "blockOwnerDeletion": True}]},
-               "spec": dict(job["spec"]["template"]["spec"], nodeName=node),
+                            "ownerReferences": [dict(owner, controller=True, blockOwnerDeletion=True)]},
+               "spec": dict(template["spec"], nodeName=node or "node-of-the-launcher"),
                "status": {"phase": "Succeeded" if code == 0 else "Failed", "startTime": stamp,
                           "containerStatuses": [{"name": container["name"], "image": container["image"],
                                                  "imageID": "", "ready": False, "restartCount": 0, "started": False,
@@ -452,22 +469,41 @@ def run_jobs(server):
                                                  "state": {"terminated": terminated}}]},
                "_log": log}
         store.objects[("", "pods", namespace, pod_name)] = {"object": pod, "owners": {}, "ops": {}}
-        if code == 0:
-            conditions = [{"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached",
-                           "message": "Reached expected number of succeeded pods"},
-                          {"type": "Complete", "status": "True", "reason": "CompletionsReached",
-                           "message": "Reached expected number of succeeded pods"}]
-            counts = {"succeeded": 1}
+        if plural == "mpijobs":
+            conditions = [{"type": "Created", "status": "True", "reason": "MPIJobCreated",
+                           "message": f"MPIJob {namespace}/{name} is created."},
+                          {"type": "Running", "status": "False", "reason": "MPIJobRunning" if code == 0 else "MPIJobFailed",
+                           "message": f"MPIJob {namespace}/{name} is running."}]
+            if code == 0:
+                conditions.append({"type": "Succeeded", "status": "True", "reason": "MPIJobSucceeded",
+                                   "message": f"MPIJob {namespace}/{name} successfully completed."})
+            else:  # updateMPIJobFailedStatus: the launcher Job's reason and the last failed pod's
+                conditions.append({"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded/Error",
+                                   "message": "Job has reached the specified backoff limit: "})
+            for condition in conditions:
+                condition.update({"lastUpdateTime": stamp, "lastTransitionTime": stamp})
+            job["status"] = {"conditions": conditions, "startTime": stamp,
+                             "replicaStatuses": {"Launcher": {"succeeded": 1} if code == 0 else {"failed": 1},
+                                                 "Worker": {}}}
+            if code == 0:
+                job["status"]["completionTime"] = stamp
         else:
-            conditions = [{"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded",
-                           "message": "Job has reached the specified backoff limit"},
-                          {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
-                           "message": "Job has reached the specified backoff limit"}]
-            counts = {"failed": 1}
-        for condition in conditions:
-            condition.update({"lastProbeTime": stamp, "lastTransitionTime": stamp})
-        job["status"] = dict(counts, conditions=conditions, startTime=stamp, ready=0, terminating=0,
-                             uncountedTerminatedPods={}, **({"completionTime": stamp} if code == 0 else {}))
+            if code == 0:
+                conditions = [{"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached",
+                               "message": "Reached expected number of succeeded pods"},
+                              {"type": "Complete", "status": "True", "reason": "CompletionsReached",
+                               "message": "Reached expected number of succeeded pods"}]
+                counts = {"succeeded": 1}
+            else:
+                conditions = [{"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded",
+                               "message": "Job has reached the specified backoff limit"},
+                              {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                               "message": "Job has reached the specified backoff limit"}]
+                counts = {"failed": 1}
+            for condition in conditions:
+                condition.update({"lastProbeTime": stamp, "lastTransitionTime": stamp})
+            job["status"] = dict(counts, conditions=conditions, startTime=stamp, ready=0, terminating=0,
+                                 uncountedTerminatedPods={}, **({"completionTime": stamp} if code == 0 else {}))
         job["metadata"]["resourceVersion"] = store.resource_version()
 
 
