@@ -346,3 +346,47 @@ fn a_mutated_mpijob_fails_the_crd_check() {
     body["spec"]["runPolicy"]["cleanupPolicy"] = Value::from("All");
     assert_eq!(crd_errors(&body).len(), 2, "{:?}", crd_errors(&body));
 }
+
+#[test]
+fn validator_jobs_validate_with_kubernetes_validate_strict() {
+    let Some(validate) = crate::redfish::venv_program("kubernetes-validate") else { return };
+    let argv: Vec<String> = ["timeout", "--kill-after=5", "900", "sh", "-c", "fio --output-format=json"]
+        .iter()
+        .map(|word| (*word).to_owned())
+        .collect();
+    let paths = ["/var/tmp".to_owned(), "/run/log/journal".to_owned()];
+    let job = |gpus: u32, privileged: bool, host_paths: &[String]| {
+        toolkit::validate::kube::job_object(&toolkit::validate::kube::JobRequest {
+            name: "storage-throughput-dgx01-a1b2c3d4-0",
+            namespace: "toolkit-validate",
+            run_id: "a1b2c3d4",
+            validator: "storage-throughput",
+            node: "dgx01",
+            image: "example/fio:3.36",
+            argv: &argv,
+            gpus,
+            privileged,
+            host_paths,
+            deadline_seconds: 1200,
+        })
+        .yaml()
+    };
+    let documents = [job(0, false, &paths), job(8, true, &[])];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("jobs.yaml");
+    std::fs::write(&file, documents.join("---\n")).expect("writes");
+    let output = std::process::Command::new(&validate)
+        .args(["-k", "1.33", "--strict", file.to_str().expect("utf8")])
+        .output()
+        .expect("runs kubernetes-validate");
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{said}{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(said.matches("passed").count(), 2, "{said}");
+    // A field a Job does not have fails the same check.
+    std::fs::write(&file, documents[0].replace("backoffLimit: 0", "backoffLimit: 0\n  retries: 3")).expect("writes");
+    let broken = std::process::Command::new(&validate)
+        .args(["-k", "1.33", "--strict", file.to_str().expect("utf8")])
+        .output()
+        .expect("runs");
+    assert_eq!(broken.status.code(), Some(1), "{}", String::from_utf8_lossy(&broken.stdout));
+}
