@@ -6,7 +6,7 @@
 //! results written). Progress goes to stderr; the summary table (or, with
 //! `--output json`, the results document) to stdout.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
@@ -115,6 +115,11 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             return Ok(Status::Error);
         }
     };
+    let images = parse_images(&args.images)?;
+    let mut planned = planned;
+    if on_kubernetes {
+        crate::validate::kube::restrict(&mut planned, &images);
+    }
     if args.dry_run {
         print_preview(&planned, &model, &site, args.output)?;
         return Ok(Status::Clean);
@@ -131,9 +136,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
                 "--drain-failed drains nodes in Slurm; this blueprint's scheduler is Kubernetes (cordon them with `kubectl cordon`)"
             );
         }
-        let mut planned = planned;
-        let hosts = kube_hosts(args, inventory, &model, options.nodes.as_ref())?;
-        hosts.restrict(&mut planned);
+        let hosts = kube_hosts(args, inventory, &model, options.nodes.as_ref(), images)?;
         let outcome = runtime.block_on(async {
             let _ctrl_c = crate::apply::cancel_on_ctrl_c(cancel);
             hosts.prepare().await.map_err(|error| anyhow::anyhow!("validator Jobs' namespace: {error}"))?;
@@ -222,6 +225,7 @@ fn kube_hosts(
     inventory: &LoadedInventory,
     model: &crate::model::Model,
     nodes: Option<&BTreeSet<String>>,
+    images: BTreeMap<String, String>,
 ) -> anyhow::Result<JobHosts> {
     let client = crate::deploy::kube::client(&inventory.inventory, Path::new("."))?.with_context(|| {
         format!(
@@ -230,13 +234,6 @@ fn kube_hosts(
             inventory.source.path.display()
         )
     })?;
-    let mut images = std::collections::BTreeMap::new();
-    for pair in &args.images {
-        let Some((id, image)) = pair.split_once('=').filter(|(id, image)| !id.is_empty() && !image.is_empty()) else {
-            bail!("--image `{pair}`: expected ID=REF (`--image nccl-single-node=ghcr.io/example/nccl-tests:2.26`)");
-        };
-        images.insert(id.trim().to_owned(), image.trim().to_owned());
-    }
     if let Some(problem) = crate::resource::kube::dns1123_label_error(&args.namespace) {
         bail!("--namespace `{}`: {problem}", args.namespace);
     }
@@ -249,6 +246,18 @@ fn kube_hosts(
         nodes: nodes.cloned(),
     };
     Ok(JobHosts::new(client, model, settings))
+}
+
+/// `--image ID=REF` flags by validator id.
+fn parse_images(pairs: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut images = BTreeMap::new();
+    for pair in pairs {
+        let Some((id, image)) = pair.split_once('=').filter(|(id, image)| !id.is_empty() && !image.is_empty()) else {
+            bail!("--image `{pair}`: expected ID=REF (`--image nccl-single-node=ghcr.io/example/nccl-tests:2.26`)");
+        };
+        images.insert(id.trim().to_owned(), image.trim().to_owned());
+    }
+    Ok(images)
 }
 
 /// `results/<cluster>-20261121T093000Z.json`.

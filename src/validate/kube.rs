@@ -159,40 +159,6 @@ impl JobHosts {
         }
         failed
     }
-
-    /// Marks as skipped the validators that cannot run as Jobs: not node-scope, no
-    /// `kubernetes` section, or no image.
-    pub fn restrict(&self, planned: &mut [Planned<'_>]) {
-        for item in planned.iter_mut() {
-            if let Disposition::Run { .. } = item.disposition
-                && let Some(reason) = self.unsupported(item.spec)
-            {
-                item.disposition = Disposition::Skip(reason);
-            }
-        }
-    }
-
-    fn unsupported(&self, spec: &ValidatorSpec) -> Option<String> {
-        let mpi = spec.kubernetes.as_ref().is_some_and(|section| section.mpi);
-        if spec.scope != SpecScope::Node && !(mpi && spec.scope == SpecScope::Cluster) {
-            return Some(
-                "runs only over SSH: on Kubernetes toolkit runs node-scope validators as Jobs and cluster-scope \
-                 ones with `kubernetes.mpi` as an MPIJob"
-                    .to_owned(),
-            );
-        }
-        let Some(kubernetes) = &spec.kubernetes else {
-            return Some(format!(
-                "has no `kubernetes` section (the container it would run in): copy validators/{}.yaml into \
-                 `--validators DIR` and add one",
-                spec.id
-            ));
-        };
-        if kubernetes.image.is_none() && !self.shared.settings.images.contains_key(&spec.id) {
-            return Some(format!("has no container image for Kubernetes: name one with `--image {}=REF`", spec.id));
-        }
-        None
-    }
 }
 
 impl Hosts for JobHosts {
@@ -593,6 +559,41 @@ pub fn mpijob_object(request: &JobRequest<'_>, workers: &[String]) -> KubeObject
             },
         }),
     )
+}
+
+/// Marks as skipped the validators that cannot run on Kubernetes: not node-scope (or
+/// cluster-scope with `kubernetes.mpi`), no `kubernetes` section, or no image (the
+/// section's, or one in `images`, from `--image`).
+pub fn restrict(planned: &mut [Planned<'_>], images: &BTreeMap<String, String>) {
+    for item in planned.iter_mut() {
+        if let Disposition::Run { .. } = item.disposition
+            && let Some(reason) = unsupported(item.spec, images)
+        {
+            item.disposition = Disposition::Skip(reason);
+        }
+    }
+}
+
+fn unsupported(spec: &ValidatorSpec, images: &BTreeMap<String, String>) -> Option<String> {
+    let mpi = spec.kubernetes.as_ref().is_some_and(|section| section.mpi);
+    if spec.scope != SpecScope::Node && !(mpi && spec.scope == SpecScope::Cluster) {
+        return Some(
+            "runs only over SSH: on Kubernetes toolkit runs node-scope validators as Jobs and cluster-scope ones \
+             with `kubernetes.mpi` as an MPIJob"
+                .to_owned(),
+        );
+    }
+    let Some(kubernetes) = &spec.kubernetes else {
+        return Some(format!(
+            "has no `kubernetes` section (the container it would run in): copy validators/{}.yaml into \
+             `--validators DIR` and add one",
+            spec.id
+        ));
+    };
+    if kubernetes.image.is_none() && !images.contains_key(&spec.id) {
+        return Some(format!("has no container image for Kubernetes: name one with `--image {}=REF`", spec.id));
+    }
+    None
 }
 
 /// A Job name: `<validator>-<node>-<run>-<n>`, lowercased to DNS-1123 and cut to
