@@ -6,7 +6,7 @@
 //! results written). Progress goes to stderr; the summary table (or, with
 //! `--output json`, the results document) to stdout.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
@@ -17,15 +17,17 @@ use tabled::settings::Style;
 use tabled::{Table, Tabled};
 use tokio_util::sync::CancellationToken;
 
-use crate::blueprint::schema::Role;
+use crate::blueprint::schema::{Role, SchedulerKind};
 use crate::cli::live::{self, SshArgs};
 use crate::cli::{OutputFormat, Status, emit, load_checked};
 use crate::compile::text_sha256;
+use crate::inventory::LoadedInventory;
 use crate::plan::state::write_atomic;
 use crate::transport::Connector as _;
 use crate::transport::Executor as _;
 use crate::transport::ssh::SshPool;
 use crate::validate::catalog::Catalog;
+use crate::validate::kube::{JobHosts, JobSettings};
 use crate::validate::results::{InputFile, Results, Run, ValidatorResult, Verdict};
 use crate::validate::run::{self, Disposition, Planned, Progress, RunOptions};
 use crate::validate::subjects::{Site, expand_hostlist};
@@ -61,6 +63,17 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     output: OutputFormat,
+    /// Kubernetes: the image a validator's Jobs run (`ID=REF`, repeatable), instead of
+    /// its `kubernetes.image`.
+    #[arg(long = "image", value_name = "ID=REF")]
+    images: Vec<String>,
+    /// Kubernetes: the namespace of the validator Jobs (created if missing).
+    #[arg(long, default_value = crate::validate::kube::DEFAULT_NAMESPACE)]
+    namespace: String,
+    /// Kubernetes: seconds a Job may take to be scheduled and pull its image, on top
+    /// of the validator's timeout.
+    #[arg(long, default_value_t = 300)]
+    kube_start_timeout: u64,
     #[command(flatten)]
     ssh: SshArgs,
 }
@@ -71,13 +84,17 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
     };
     let model = crate::model::expand(&inputs.blueprint.blueprint)
         .with_context(|| format!("expanding `{}` (`toolkit lint` locates the cause)", args.blueprint.display()))?;
-    let catalog = match Catalog::load(args.validators.as_deref()) {
+    let mut catalog = match Catalog::load(args.validators.as_deref()) {
         Ok(catalog) => catalog,
         Err(problems) => {
             crate::cli::print_diagnostics(&problems, args.output);
             return Ok(Status::Error);
         }
     };
+    let on_kubernetes = model.blueprint.scheduler.kind == SchedulerKind::Kubernetes;
+    if on_kubernetes {
+        crate::validate::kube::adapt(&mut catalog);
+    }
     let site =
         inputs.inventory.as_ref().map_or_else(|| Site::everything(&model), |i| Site::from_inventory(&i.inventory));
     let nodes = match &args.nodes {
@@ -98,29 +115,42 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             return Ok(Status::Error);
         }
     };
+    let images = parse_images(&args.images)?;
+    let mut planned = planned;
+    if on_kubernetes {
+        crate::validate::kube::restrict(&mut planned, &images);
+    }
     if args.dry_run {
         print_preview(&planned, &model, &site, args.output)?;
         return Ok(Status::Clean);
     }
     let inventory = live::require_inventory(&inputs)?;
-    let pool = live::pool(inventory, &args.ssh)?;
     let runtime = live::runtime()?;
     let started = jiff::Timestamp::now();
-    let (outcome, drained) = runtime.block_on(async {
-        let cancel = CancellationToken::new();
-        let _ctrl_c = crate::apply::cancel_on_ctrl_c(cancel.clone());
-        options.cancel = Some(cancel);
-        options.progress = Some(progress_printer());
-        let outcome = run::execute(&planned, &model, &site, &pool, &options).await;
-        let drained = if args.drain_failed {
-            let controller = model.first_with(Role::Controller).map(|node| node.name.clone());
-            Some(drain_and_resume(&pool, controller.as_deref(), &outcome.node_verdicts).await)
-        } else {
-            None
-        };
-        pool.close_all().await;
-        (outcome, drained)
-    });
+    let cancel = CancellationToken::new();
+    options.cancel = Some(cancel.clone());
+    options.progress = Some(progress_printer());
+    let (outcome, drained) = if on_kubernetes {
+        if args.drain_failed {
+            bail!(
+                "--drain-failed drains nodes in Slurm; this blueprint's scheduler is Kubernetes (cordon them with `kubectl cordon`)"
+            );
+        }
+        let hosts = kube_hosts(args, inventory, &model, options.nodes.as_ref(), images)?;
+        let outcome = runtime.block_on(async {
+            let _ctrl_c = crate::apply::cancel_on_ctrl_c(cancel);
+            hosts.prepare().await.map_err(|error| anyhow::anyhow!("validator Jobs' namespace: {error}"))?;
+            let outcome = run::execute(&planned, &model, &site, &hosts, &options).await;
+            for problem in hosts.delete_leftovers().await {
+                eprintln!("warning: not deleted: {problem}");
+            }
+            anyhow::Ok(outcome)
+        })?;
+        (outcome, None)
+    } else {
+        let pool = live::pool(inventory, &args.ssh)?;
+        runtime.block_on(run_over_ssh(args, &planned, &model, &site, &pool, &options, cancel))
+    };
     let finished = jiff::Timestamp::now().max(started);
     let results = Results::new(
         Run {
@@ -165,6 +195,69 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         path.display()
     );
     Ok(if results.exit_status() == 0 { Status::Clean } else { Status::Changes })
+}
+
+/// The validators over SSH, then `--drain-failed`.
+async fn run_over_ssh(
+    args: &Args,
+    planned: &[Planned<'_>],
+    model: &crate::model::Model,
+    site: &Site,
+    pool: &SshPool,
+    options: &RunOptions,
+    cancel: CancellationToken,
+) -> (run::RunOutcome, Option<anyhow::Result<Vec<String>>>) {
+    let _ctrl_c = crate::apply::cancel_on_ctrl_c(cancel);
+    let outcome = run::execute(planned, model, site, pool, options).await;
+    let drained = if args.drain_failed {
+        let controller = model.first_with(Role::Controller).map(|node| node.name.clone());
+        Some(drain_and_resume(pool, controller.as_deref(), &outcome.node_verdicts).await)
+    } else {
+        None
+    };
+    pool.close_all().await;
+    (outcome, drained)
+}
+
+/// The validator Jobs' client and settings, from the inventory's kubeconfig and the flags.
+fn kube_hosts(
+    args: &Args,
+    inventory: &LoadedInventory,
+    model: &crate::model::Model,
+    nodes: Option<&BTreeSet<String>>,
+    images: BTreeMap<String, String>,
+) -> anyhow::Result<JobHosts> {
+    let client = crate::deploy::kube::client(&inventory.inventory, Path::new("."))?.with_context(|| {
+        format!(
+            "`{}` names no kubeconfig, and this blueprint's validators run as Kubernetes Jobs: add \
+             `kubernetes: {{kubeconfig: PATH}}` to it",
+            inventory.source.path.display()
+        )
+    })?;
+    if let Some(problem) = crate::resource::kube::dns1123_label_error(&args.namespace) {
+        bail!("--namespace `{}`: {problem}", args.namespace);
+    }
+    let settings = JobSettings {
+        namespace: args.namespace.clone(),
+        run_id: crate::transport::random_suffix().chars().take(8).collect(),
+        images,
+        start_seconds: args.kube_start_timeout,
+        poll: std::time::Duration::from_secs(2),
+        nodes: nodes.cloned(),
+    };
+    Ok(JobHosts::new(client, model, settings))
+}
+
+/// `--image ID=REF` flags by validator id.
+fn parse_images(pairs: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut images = BTreeMap::new();
+    for pair in pairs {
+        let Some((id, image)) = pair.split_once('=').filter(|(id, image)| !id.is_empty() && !image.is_empty()) else {
+            bail!("--image `{pair}`: expected ID=REF (`--image nccl-single-node=ghcr.io/example/nccl-tests:2.26`)");
+        };
+        images.insert(id.trim().to_owned(), image.trim().to_owned());
+    }
+    Ok(images)
 }
 
 /// `results/<cluster>-20261121T093000Z.json`.

@@ -179,13 +179,13 @@ impl KubeClient {
         }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(super) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.connection.server)
     }
 
     /// Sends one request with the context's credentials; an exec plugin's credential
     /// is renewed when it expired, and once more when the server answers 401.
-    async fn send(
+    pub(super) async fn send(
         &self,
         method: Method,
         path: &str,
@@ -194,8 +194,9 @@ impl KubeClient {
         let mut renewed = false;
         loop {
             let (http, token) = self.credentials(renewed).await?;
-            let mut request =
-                http.request(method.clone(), format!("{}{path}", self.base)).header("Accept", "application/json");
+            // A log is text/plain; the server may refuse a JSON-only Accept for it.
+            let accept = if path.contains("/log?") { "text/plain, */*" } else { "application/json" };
+            let mut request = http.request(method.clone(), format!("{}{path}", self.base)).header("Accept", accept);
             if let Some(token) = token {
                 request = request.header(AUTHORIZATION, token);
             }
@@ -250,7 +251,7 @@ impl KubeClient {
         }
     }
 
-    fn status_error(
+    pub(super) fn status_error(
         &self,
         method: &Method,
         path: &str,
@@ -344,7 +345,7 @@ fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-fn decode(method: &Method, url: &str, body: &[u8]) -> Result<Value, KubeError> {
+pub(super) fn decode(method: &Method, url: &str, body: &[u8]) -> Result<Value, KubeError> {
     serde_json::from_slice(body).map_err(|error| KubeError::Decode {
         method: method.to_string(),
         url: url.to_owned(),

@@ -179,7 +179,17 @@ impl Connection {
     /// cannot do.
     pub fn load(path: &Path, context: Option<&str>) -> Result<Self, KubeError> {
         let error = |reason: String| KubeError::Config { path: path.to_path_buf(), reason };
-        let text = std::fs::read_to_string(path).map_err(|io| error(format!("cannot read it: {io}")))?;
+        let text = std::fs::read_to_string(path).map_err(|io| {
+            error(if io.kind() == std::io::ErrorKind::NotFound {
+                "it does not exist: kubeconfigs hold credentials and are not in the repository; write it (`kubeadm \
+                 init` leaves /etc/kubernetes/admin.conf, `gcloud container clusters get-credentials` and `aws eks \
+                 update-kubeconfig --kubeconfig PATH` write one) or point `kubernetes.kubeconfig` in the inventory at \
+                 yours"
+                    .to_owned()
+            } else {
+                format!("cannot read it: {io}")
+            })
+        })?;
         let file: KubeconfigFile = serde_norway::from_str(&text).map_err(|parse| error(parse.to_string()))?;
         let base = path.parent().unwrap_or(Path::new("."));
         let names = |items: &[String]| if items.is_empty() { "none".to_owned() } else { items.join(", ") };

@@ -44,6 +44,22 @@ pub trait Connector: Sync {
     }
 }
 
+/// A borrowed connector connects as its owner does.
+impl<C: Connector> Connector for &C {
+    type Executor = C::Executor;
+
+    fn connect(
+        &self,
+        host: &str,
+    ) -> impl Future<Output = Result<std::sync::Arc<Self::Executor>, std::sync::Arc<TransportError>>> + Send {
+        (**self).connect(host)
+    }
+
+    fn forget(&self, host: &str) {
+        (**self).forget(host);
+    }
+}
+
 /// Everything that can go wrong between this program and a remote host.
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
@@ -202,6 +218,14 @@ pub enum TransportError {
         command: String,
         /// Its output (withheld for secret files).
         output: String,
+    },
+    /// The platform that runs commands on `host` for toolkit (a Kubernetes Job) failed.
+    #[error("`{host}`: {reason}")]
+    Platform {
+        /// Target name.
+        host: String,
+        /// What failed, naming the object involved.
+        reason: String,
     },
     /// An argument cannot be sent (NUL byte, empty argv, relative path).
     #[error("invalid argument: {reason}")]

@@ -10,6 +10,7 @@ pub mod derived;
 pub mod drain;
 pub mod expr;
 pub mod health;
+pub mod kube;
 pub mod pairwise;
 pub mod parsers;
 pub mod results;

@@ -364,12 +364,47 @@ fn has_ofed(group: &crate::model::Group) -> bool {
     group.software.as_ref().is_some_and(|stack| stack.network_repo().is_some())
 }
 
+/// Where a validator's commands run: the SSH pool for every validator, or one
+/// connector per validator (Kubernetes: a Job per command, in the validator's image).
+pub trait Hosts: Sync {
+    /// The connector one validator's subjects use.
+    type Connector<'a>: Connector
+    where
+        Self: 'a;
+
+    /// The connector for `spec`'s commands.
+    fn for_validator<'a>(&'a self, spec: &ValidatorSpec) -> Self::Connector<'a>;
+
+    /// Whether a validator's `programs` are looked up before it runs (`command -v`
+    /// on the host); where every command starts a container, the image answers that.
+    fn looks_up_programs(&self) -> bool {
+        true
+    }
+
+    /// Seconds the runner waits beyond a command's timeout before giving up on it:
+    /// the connector's own start-up (a Job's pod is scheduled and its image pulled).
+    fn grace_seconds(&self) -> u64 {
+        LOCAL_GRACE_SECONDS
+    }
+}
+
+impl<C: Connector> Hosts for C {
+    type Connector<'a>
+        = &'a C
+    where
+        C: 'a;
+
+    fn for_validator<'a>(&'a self, _spec: &ValidatorSpec) -> &'a C {
+        self
+    }
+}
+
 /// Runs every planned validator, one after another.
-pub async fn execute<C: Connector>(
+pub async fn execute<H: Hosts>(
     planned: &[Planned<'_>],
     model: &Model,
     site: &Site,
-    connector: &C,
+    hosts: &H,
     options: &RunOptions,
 ) -> RunOutcome {
     let mut outcome = RunOutcome { validators: Vec::new(), node_verdicts: BTreeMap::new() };
@@ -380,11 +415,14 @@ pub async fn execute<C: Connector>(
             Disposition::Skip(reason) => (vec![SubjectResult::skipped(&model.name, reason.clone())], BTreeMap::new()),
             Disposition::Fail(reason) => (vec![SubjectResult::error(&model.name, reason.clone())], BTreeMap::new()),
             Disposition::Run { expansion, limits, params } => {
+                let connector = hosts.for_validator(spec);
                 let runner = ValidatorRun {
                     spec,
                     model,
                     site,
-                    connector,
+                    connector: &connector,
+                    looks_up_programs: hosts.looks_up_programs(),
+                    grace_seconds: hosts.grace_seconds(),
                     options,
                     limits,
                     params,
@@ -477,6 +515,8 @@ struct ValidatorRun<'a, C> {
     model: &'a Model,
     site: &'a Site,
     connector: &'a C,
+    looks_up_programs: bool,
+    grace_seconds: u64,
     options: &'a RunOptions,
     limits: &'a [Limit],
     params: &'a BTreeMap<String, f64>,
@@ -588,7 +628,7 @@ impl<C: Connector> ValidatorRun<'_, C> {
         };
         let client_done = tokio::sync::Notify::new();
         let argv = self.wrapped(&script);
-        let limit = Duration::from_secs(self.spec.timeout + LOCAL_GRACE_SECONDS);
+        let limit = Duration::from_secs(self.spec.timeout + self.grace_seconds);
         let server_run = async {
             tokio::select! {
                 output = tokio::time::timeout(limit, peer.exec(&argv)) => Some(output),
@@ -636,11 +676,11 @@ impl<C: Connector> ValidatorRun<'_, C> {
     /// the subject — `skipped` naming what is missing and where, or an `error` when
     /// the lookup itself could not run.
     async fn missing_programs<E: crate::transport::Executor>(&self, session: &E, subject: &Subject) -> Option<Record> {
-        if self.spec.programs.is_empty() {
+        if self.spec.programs.is_empty() || !self.looks_up_programs {
             return None;
         }
         let script = self.lookup_script(subject);
-        let limit = Duration::from_secs(self.spec.timeout + LOCAL_GRACE_SECONDS);
+        let limit = Duration::from_secs(self.spec.timeout + self.grace_seconds);
         let output = match tokio::time::timeout(limit, session.exec(&self.wrapped(&script))).await {
             Err(_) => {
                 return Some(Record::stopped(Problem::Error(format!(
@@ -773,7 +813,7 @@ impl<C: Connector> ValidatorRun<'_, C> {
                 let _ = writeln!(transcript, "$ {script}");
             }
             scripts.push(script.clone());
-            let limit = Duration::from_secs(self.spec.timeout + LOCAL_GRACE_SECONDS);
+            let limit = Duration::from_secs(self.spec.timeout + self.grace_seconds);
             let output = match tokio::time::timeout(limit, session.exec(&self.wrapped(&script))).await {
                 Err(_) => {
                     record.problem = Some(Problem::Error(format!("timed out after {} s", self.spec.timeout)));

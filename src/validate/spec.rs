@@ -114,6 +114,37 @@ pub struct ValidatorSpec {
     /// prints this validator's measurements, judged on the node against its thresholds.
     #[serde(default)]
     pub health: Option<HealthSpec>,
+    /// How the validator runs as a Kubernetes Job when the scheduler is Kubernetes;
+    /// without it the validator is skipped there (its command needs the host).
+    #[serde(default)]
+    pub kubernetes: Option<KubernetesSpec>,
+}
+
+/// The container a node-scope validator's commands run in on Kubernetes: one
+/// `batch/v1` Job per node, the same commands and parsers as over SSH.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KubernetesSpec {
+    /// The image holding the validator's programs (`toolkit validate --image ID=REF`
+    /// replaces or supplies it for one run; without any the validator is skipped).
+    #[serde(default)]
+    pub image: Option<String>,
+    /// Run privileged (DCGM diagnostics and the kernel log need the host's devices).
+    #[serde(default)]
+    pub privileged: bool,
+    /// Host directories mounted at the same path (the scratch a storage test writes,
+    /// the journal the Xid scan reads).
+    #[serde(default)]
+    pub host_paths: Vec<String>,
+    /// Run as one MPIJob (Kubeflow mpi-operator, `kubeflow.org/v2beta1`) over the
+    /// selected GPU nodes instead of a Job per node: `command` runs in the launcher,
+    /// one worker per node holds its GPUs (cluster scope; Slurm is then not required).
+    #[serde(default)]
+    pub mpi: bool,
+    /// The command on Kubernetes, instead of the validator's (a template over the same
+    /// context), e.g. `mpirun` where Slurm would use `srun`.
+    #[serde(default)]
+    pub command: Option<String>,
 }
 
 /// A validator as a continuous health check that runs on the node itself, without

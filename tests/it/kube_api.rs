@@ -16,15 +16,15 @@ use toolkit::resource::kube::KubeObject;
 
 use crate::redfish::{Server, free_port, venv_program};
 
-const TOKEN: &str = "k8s-Bearer-T0ken-never-shown";
+pub(crate) const TOKEN: &str = "k8s-Bearer-T0ken-never-shown";
 
 /// A CA, a server certificate for 127.0.0.1 and a client certificate (CN `toolkit-admin`), made with openssl.
-struct Pki {
+pub(crate) struct Pki {
     dir: tempfile::TempDir,
 }
 
 impl Pki {
-    fn make() -> Option<Self> {
+    pub(crate) fn make() -> Option<Self> {
         let dir = tempfile::tempdir().expect("tempdir");
         let ca = crate::pki::TestCa::new(dir.path(), "/CN=test CA")?;
         ca.issue(
@@ -40,7 +40,7 @@ impl Pki {
         self.dir.path().join(name)
     }
 
-    fn base64(&self, name: &str) -> String {
+    pub(crate) fn base64(&self, name: &str) -> String {
         BASE64.encode(&std::fs::read(self.path(name)).expect("pem"))
     }
 }
@@ -48,7 +48,7 @@ impl Pki {
 /// The stand-in API server over TLS: bearer `TOKEN`, client certificates of the
 /// test CA, the Kueue and Network Operator CRDs unless `crds` is false, `seed`
 /// objects made by other managers first.
-fn apiserver(pki: &Pki, crds: bool, seed: &Value, extra: &[&str]) -> Option<Server> {
+pub(crate) fn apiserver(pki: &Pki, crds: bool, seed: &Value, extra: &[&str]) -> Option<Server> {
     let python = venv_program("python")?;
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = tempfile::tempdir().expect("tempdir");
@@ -79,7 +79,7 @@ fn apiserver(pki: &Pki, crds: bool, seed: &Value, extra: &[&str]) -> Option<Serv
 }
 
 /// What the server was sent, one JSON object per request.
-fn requests(server: &Server) -> Vec<Value> {
+pub(crate) fn requests(server: &Server) -> Vec<Value> {
     std::fs::read_to_string(server.dir.path().join("requests.jsonl"))
         .unwrap_or_default()
         .lines()
@@ -88,7 +88,7 @@ fn requests(server: &Server) -> Vec<Value> {
 }
 
 /// A kubeconfig in `dir` with one context `test` whose user is `user` (YAML).
-fn kubeconfig(dir: &Path, port: u16, cluster: &str, user: &str) -> PathBuf {
+pub(crate) fn kubeconfig(dir: &Path, port: u16, cluster: &str, user: &str) -> PathBuf {
     let path = dir.join(format!("kubeconfig-{}", free_port()));
     let text = format!(
         "apiVersion: v1\nkind: Config\ncurrent-context: test\nclusters:\n- name: lab\n  cluster:\n    server: https://127.0.0.1:{port}\n{cluster}\
@@ -98,7 +98,7 @@ fn kubeconfig(dir: &Path, port: u16, cluster: &str, user: &str) -> PathBuf {
     path
 }
 
-fn client(path: &Path) -> KubeClient {
+pub(crate) fn client(path: &Path) -> KubeClient {
     KubeClient::new(Connection::load(path, None).expect("kubeconfig loads")).expect("client")
 }
 
@@ -146,13 +146,17 @@ fn hand_labelled(objects: &[KubeObject]) -> (Value, String, String) {
     (seed, label, value)
 }
 
-/// Schema errors of a request body: Kueue and Network Operator kinds against their
-/// CRD (strict: an unknown field is an error, as the server would prune it).
-fn crd_errors(body: &Value) -> Vec<String> {
+/// Schema errors of a request body: Kueue, mpi-operator and Network Operator kinds
+/// against their CRD (strict: an unknown field is an error, as the server would prune it).
+pub(crate) fn crd_errors(body: &Value) -> Vec<String> {
     let kind = body["kind"].as_str().expect("kind");
     let (group, version) = body["apiVersion"].as_str().expect("apiVersion").rsplit_once('/').expect("group");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubernetes");
-    let folder = if group == "kueue.x-k8s.io" { "kueue-crds" } else { "network-operator-crds" };
+    let folder = match group {
+        "kueue.x-k8s.io" => "kueue-crds",
+        "kubeflow.org" => "mpi-operator-crds",
+        _ => "network-operator-crds",
+    };
     let file = std::fs::read_dir(root.join(folder))
         .expect("CRDs")
         .map(|entry| entry.expect("entry").path())
@@ -423,7 +427,7 @@ fn make_executable(path: &Path) {
 }
 
 /// `toolkit ARGS` from the repository root.
-fn toolkit(args: &[&str]) -> std::process::Output {
+pub(crate) fn toolkit(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_toolkit"))
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))

@@ -16,7 +16,17 @@ tests/support/kube-responses/ (each body cites where its format comes from, SOUR
   Before persisting, the object is validated: Kueue kinds against their CRD's OpenAPI schema
   (python `jsonschema`) plus Topology's CEL rules, core kinds with `kubernetes-validate`;
   failures are a 422 `Invalid` with one cause per field.
-- DELETE: 200 `Status` Success with details; 404 when absent.
+- DELETE: 200 `Status` Success with details; 404 when absent. Deleting a Job deletes its pods
+  (the garbage collector's work for `propagationPolicy=Background`).
+- Jobs (batch/v1, validated with `kubernetes-validate`) and MPIJobs (kubeflow.org/v2beta1, against
+  the mpi-operator's CRD given with `--crds`; the launcher's pod carries the log) run as the Job controller and kubelet
+  would report them: `--job-seconds` after creation the Job gets one pod (labels `job-name`,
+  `batch.kubernetes.io/job-name`, `controller-uid`) that terminated with the exit code given,
+  and the conditions the Job controller sets (`SuccessCriteriaMet` + `Complete`, or
+  `FailureTarget` + `Failed` with `BackoffLimitExceeded`). The pod's log
+  (`GET /api/v1/namespaces/NS/pods/NAME/log?container=C`, text/plain) is a recorded file chosen
+  by the Job's `toolkit.io/validator` and `toolkit.io/node` labels: `--job-log
+  VALIDATOR[@NODE]=FILE:EXIT`. `--job-hang VALIDATOR` leaves its Jobs running forever.
 - Auth: bearer tokens (`--token`, repeatable) and/or client certificates signed by
   `--client-ca`; anything else is 401. `--forbid VERB:PLURAL` answers 403 as RBAC would.
 
@@ -25,6 +35,7 @@ how it authenticated, body), so the tests check what toolkit sent.
 
 Usage: kube_apiserver.py --port N [--crds DIR]... [--cert C --key K] [--client-ca CA] [--token T]...
        [--seed seed.json] [--log requests.jsonl] [--forbid patch:clusterqueues] [--k8s-version 1.33]
+       [--job-log VALIDATOR[@NODE]=FILE:EXIT]... [--job-hang VALIDATOR]... [--job-seconds S]
 """
 
 import argparse
@@ -36,6 +47,7 @@ import json
 import os
 import ssl
 import threading
+from time import monotonic
 import urllib.parse
 import uuid
 
@@ -46,6 +58,7 @@ CORE = {  # plural: (kind, namespaced)
     "namespaces": ("Namespace", False),
     "nodes": ("Node", False),
     "configmaps": ("ConfigMap", True),
+    "pods": ("Pod", True),
 }
 IDENTITY = {("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace")}
 
@@ -121,6 +134,8 @@ class Store:
         self.next_version = 1000
         for plural, (kind, namespaced) in CORE.items():
             self.kinds[("", "v1", plural)] = {"kind": kind, "namespaced": namespaced, "schema": None}
+        self.kinds[("batch", "v1", "jobs")] = {"kind": "Job", "namespaced": True, "schema": None}
+        self.job_started = {}  # (group, plural, namespace, name) of a Job or MPIJob -> monotonic time of creation
         for path in sorted(path for folder in crds for path in glob.glob(os.path.join(folder, "*.yaml"))):
             with open(path) as handle:
                 crd = yaml.safe_load(handle)
@@ -186,6 +201,7 @@ def managed_fields(entry):
 
 def shown(entry):
     obj = copy.deepcopy(entry["object"])
+    obj.pop("_log", None)
     obj["metadata"]["managedFields"] = managed_fields(entry)
     return obj
 
@@ -200,6 +216,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         data = json.dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def reply_text(self, code, text):
+        data = text.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -227,6 +251,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if user is None:
             return self.reply(*status(401, "Unauthorized", "Unauthorized"))
         with self.server.store.lock:
+            run_jobs(self.server)
+            if method == "GET" and url.path.endswith("/log"):
+                code, body = pod_log(self.server, url.path, query)
+                if code == 200:
+                    return self.reply_text(code, body)
+                return self.reply(code, body)
             code, body = route(self.server, method, url.path, query, raw, user, self.headers.get("Content-Type"))
         self.reply(code, body)
 
@@ -291,6 +321,12 @@ def route(server, method, path, query, raw, user, content_type):
             return status(404, "NotFound", f'{resource} "{name}" not found', details)
         if query.get("dryRun") != "All":
             del store.objects[key]
+            if plural in ("jobs", "mpijobs"):  # the garbage collector removes the Job's pods
+                label = "job-name" if plural == "jobs" else "training.kubeflow.org/job-name"
+                for pod_key in [k for k, e in store.objects.items() if k[1] == "pods" and k[2] == namespace
+                                and e["object"]["metadata"].get("labels", {}).get(label) == name]:
+                    del store.objects[pod_key]
+                store.job_started.pop(key, None)
         gone = dict(details, uid=entry["object"]["metadata"]["uid"])
         return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": gone}
     # PATCH
@@ -370,7 +406,121 @@ def route(server, method, path, query, raw, user, content_type):
         work["object"]["metadata"]["resourceVersion"] = store.resource_version()
     if not dry_run:
         store.objects[key] = work
+        if created and plural in ("jobs", "mpijobs"):
+            store.job_started[key] = monotonic()
     return (201 if created else 200), shown(work)
+
+
+def run_jobs(server):
+    """Finishes the Jobs and MPIJobs created `--job-seconds` ago: a pod (an MPIJob's launcher)
+    with the recorded log and exit code, and the status their controllers write (the Job
+    controller, pkg/controller/job/job_controller.go; the mpi-operator,
+    pkg/controller/mpi_job_controller{,_status}.go)."""
+    store = server.store
+    for key, started in list(store.job_started.items()):
+        group, plural, namespace, name = key
+        entry = store.objects.get(key)
+        if entry is None or monotonic() - started < server.job_seconds:
+            continue
+        job = entry["object"]
+        labels = job["metadata"].get("labels", {})
+        validator, node = labels.get("toolkit.io/validator", ""), labels.get("toolkit.io/node", "")
+        if validator in server.job_hang:
+            continue
+        del store.job_started[key]
+        recorded = server.job_logs.get(f"{validator}@{node}") or server.job_logs.get(validator)
+        if recorded is None:
+            log, code = f"stand-in: no recorded output for {validator} on {node}\n", 127
+        else:
+            path, code = recorded
+            with open(path) as handle:
+                log = handle.read()
+        stamp = now()
+        uid = job["metadata"]["uid"]
+        if plural == "jobs":
+            template = job["spec"]["template"]
+            pod_name = f"{name}-{uuid.uuid4().hex[:5]}"
+            pod_labels = {"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name,
+                          "controller-uid": uid, "job-name": name}
+            owner = {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid}
+        else:  # the launcher's pod, of the launcher Job `<name>-launcher`
+            template = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]
+            launcher = f"{name}-launcher"
+            pod_name = f"{launcher}-{uuid.uuid4().hex[:5]}"
+            launcher_uid = str(uuid.uuid4())
+            pod_labels = {"training.kubeflow.org/operator-name": "mpi-operator",
+                          "training.kubeflow.org/job-name": name, "training.kubeflow.org/job-role": "launcher",
+                          "batch.kubernetes.io/job-name": launcher, "job-name": launcher,
+                          "batch.kubernetes.io/controller-uid": launcher_uid, "controller-uid": launcher_uid}
+            owner = {"apiVersion": "batch/v1", "kind": "Job", "name": launcher, "uid": launcher_uid}
+        pod_labels = dict(template.get("metadata", {}).get("labels", {}), **pod_labels)
+        container = template["spec"]["containers"][0]
+        terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                      "startedAt": stamp, "finishedAt": stamp, "containerID": "containerd://" + uuid.uuid4().hex}
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": pod_name, "namespace": namespace, "labels": pod_labels, "uid": str(uuid.uuid4()),
+                            "creationTimestamp": stamp, "resourceVersion": store.resource_version(),
+                            "ownerReferences": [dict(owner, controller=True, blockOwnerDeletion=True)]},
+               "spec": dict(template["spec"], nodeName=node or "node-of-the-launcher"),
+               "status": {"phase": "Succeeded" if code == 0 else "Failed", "startTime": stamp,
+                          "containerStatuses": [{"name": container["name"], "image": container["image"],
+                                                 "imageID": "", "ready": False, "restartCount": 0, "started": False,
+                                                 "containerID": terminated["containerID"],
+                                                 "state": {"terminated": terminated}}]},
+               "_log": log}
+        store.objects[("", "pods", namespace, pod_name)] = {"object": pod, "owners": {}, "ops": {}}
+        if plural == "mpijobs":
+            conditions = [{"type": "Created", "status": "True", "reason": "MPIJobCreated",
+                           "message": f"MPIJob {namespace}/{name} is created."},
+                          {"type": "Running", "status": "False", "reason": "MPIJobRunning" if code == 0 else "MPIJobFailed",
+                           "message": f"MPIJob {namespace}/{name} is running."}]
+            if code == 0:
+                conditions.append({"type": "Succeeded", "status": "True", "reason": "MPIJobSucceeded",
+                                   "message": f"MPIJob {namespace}/{name} successfully completed."})
+            else:  # updateMPIJobFailedStatus: the launcher Job's reason and the last failed pod's
+                conditions.append({"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded/Error",
+                                   "message": "Job has reached the specified backoff limit: "})
+            for condition in conditions:
+                condition.update({"lastUpdateTime": stamp, "lastTransitionTime": stamp})
+            job["status"] = {"conditions": conditions, "startTime": stamp,
+                             "replicaStatuses": {"Launcher": {"succeeded": 1} if code == 0 else {"failed": 1},
+                                                 "Worker": {}}}
+            if code == 0:
+                job["status"]["completionTime"] = stamp
+        else:
+            if code == 0:
+                conditions = [{"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached",
+                               "message": "Reached expected number of succeeded pods"},
+                              {"type": "Complete", "status": "True", "reason": "CompletionsReached",
+                               "message": "Reached expected number of succeeded pods"}]
+                counts = {"succeeded": 1}
+            else:
+                conditions = [{"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded",
+                               "message": "Job has reached the specified backoff limit"},
+                              {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                               "message": "Job has reached the specified backoff limit"}]
+                counts = {"failed": 1}
+            for condition in conditions:
+                condition.update({"lastProbeTime": stamp, "lastTransitionTime": stamp})
+            job["status"] = dict(counts, conditions=conditions, startTime=stamp, ready=0, terminating=0,
+                                 uncountedTerminatedPods={}, **({"completionTime": stamp} if code == 0 else {}))
+        job["metadata"]["resourceVersion"] = store.resource_version()
+
+
+def pod_log(server, path, query):
+    """GET .../pods/NAME/log: the recorded output of the pod's container."""
+    parts = [part for part in path.split("/") if part]
+    if len(parts) != 7 or parts[:3] != ["api", "v1", "namespaces"] or parts[4] != "pods":
+        return status(404, "NotFound", "the server could not find the requested resource")
+    namespace, name = parts[3], parts[5]
+    entry = server.store.objects.get(("", "pods", namespace, name))
+    if entry is None:
+        return status(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
+    containers = [c["name"] for c in entry["object"]["spec"]["containers"]]
+    container = query.get("container", containers[0] if len(containers) == 1 else "")
+    if container not in containers:  # pkg/registry/core/pod/strategy.go LogLocation
+        return status(400, "BadRequest", f"container {container} is not valid for pod {name}")
+    return 200, entry["object"]["_log"]
 
 
 def strip(obj):
@@ -395,12 +545,22 @@ def main():
     parser.add_argument("--log", default="requests.jsonl")
     parser.add_argument("--forbid", action="append", default=[])
     parser.add_argument("--k8s-version", default="1.33")
+    parser.add_argument("--job-log", action="append", default=[])
+    parser.add_argument("--job-hang", action="append", default=[])
+    parser.add_argument("--job-seconds", type=float, default=0.5)
     args = parser.parse_args()
     server = Server(("127.0.0.1", args.port), Handler)
     server.store = Store(args.crds, args.k8s_version)
     server.tokens = set(args.token)
     server.log = args.log
     server.forbid = set(args.forbid)
+    server.job_logs = {}
+    for mapping in args.job_log:
+        target, recorded = mapping.split("=", 1)
+        path, code = recorded.rsplit(":", 1)
+        server.job_logs[target] = (path, int(code))
+    server.job_hang = set(args.job_hang)
+    server.job_seconds = args.job_seconds
     if args.seed:  # objects other managers made before toolkit
         with open(args.seed) as handle:
             for seeded in json.load(handle):
