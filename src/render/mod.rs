@@ -171,7 +171,7 @@ pub fn render(
     stage(&mut resources, &mut |out| roce_qos::render(model, inventory, renderer, out))?;
     stage(&mut resources, &mut |out| switch::render(model, inventory, renderer, out))?;
     stage(&mut resources, &mut |out| lldp::render(model, inventory, renderer, out))?;
-    stage(&mut resources, &mut |out| monitoring::render(model, inventory, &secrets.named, out))?;
+    stage(&mut resources, &mut |out| monitoring::render(model, inventory, secrets, out))?;
     stage(&mut resources, &mut |out| package_cache::render(model, renderer, out))?;
     package_cache::order_package_installs(&mut resources);
     // The vector grew by doubling: up to half of it spare slots of a 256-byte struct

@@ -62,6 +62,7 @@ fn durations(loaded: &LoadedBlueprint, monitoring: &Monitoring, out: &mut Diagno
     let values = [
         ("monitoring.retention", &monitoring.retention),
         ("monitoring.scrape_interval", &monitoring.scrape_interval),
+        ("monitoring.bmc_scrape_interval", &monitoring.bmc_scrape_interval),
         ("monitoring.alert_after", &monitoring.alert_after),
         ("monitoring.health.fast_interval", &health.fast_interval),
         ("monitoring.health.slow_interval", &health.slow_interval),
