@@ -259,6 +259,41 @@ fn rules_use_only_exported_counters() {
     }
 }
 
+/// The BMC rules read series the real exporter gives: every `ipmi_*` metric and the
+/// power supplies' `type` label they name are in prometheus-ipmi-exporter's answers
+/// recorded against the lab's ipmi_sim BMC, where the failing BMC's sensors are in
+/// state 2 and the unreachable one's collectors are `ipmi_up 0`.
+#[test]
+fn bmc_rules_use_the_exporters_series() {
+    let monitoring =
+        model::monitoring::monitoring(&lab_model(RULE_TEST_EDITS), Some(&lab_inventory_with_bmcs())).expect("on");
+    let rules = rules::rules(&monitoring);
+    let fixture = |name: &str| {
+        std::fs::read_to_string(root().join("tests/fixtures/monitoring").join(name)).expect("recorded answer")
+    };
+    let (nominal, failing, unreachable) = (
+        fixture("ipmi_exporter_1.6.1_ipmi_sim_nominal.prom"),
+        fixture("ipmi_exporter_1.6.1_ipmi_sim_failing.prom"),
+        fixture("ipmi_exporter_1.6.1_ipmi_sim_unreachable.prom"),
+    );
+    let mut used: Vec<&str> = rules
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|word| word.starts_with("ipmi_"))
+        .collect();
+    used.sort_unstable();
+    used.dedup();
+    assert_eq!(used, ["ipmi_fan_speed_state", "ipmi_sensor_state", "ipmi_temperature_state", "ipmi_up"]);
+    for name in used {
+        assert!(nominal.lines().any(|line| line.starts_with(&format!("{name}{{"))), "`{name}` is not exported");
+    }
+    assert!(rules.contains(r#"type="Power Supply""#) && nominal.contains(r#"type="Power Supply"} 0"#), "{nominal}");
+    assert!(
+        failing.contains(r#"type="Power Supply"} 2"#)
+            && failing.contains("ipmi_temperature_state{id=\"1\",name=\"Inlet Temp\"} 2")
+    );
+    assert!(unreachable.contains("ipmi_up{collector=\"ipmi\"} 0") && !unreachable.contains("ipmi_temperature"));
+}
+
 /// promtool on the config and rules of a 4,096-node blueprint (`benches/plan_scale.py`'s,
 /// with monitoring on): prints the scrape-target count and promtool's times. Run with
 /// `cargo test --release --test it monitoring_at_scale -- --ignored --nocapture`.
