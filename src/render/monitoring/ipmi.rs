@@ -44,7 +44,7 @@ impl Timing {
         let interval = crate::blueprint::duration::parse(&model.settings.bmc_scrape_interval)
             .ok()
             .filter(|length| !length.is_zero())
-            .unwrap_or(Duration::from_secs(60));
+            .unwrap_or(Duration::from_mins(1));
         let timeout = interval.min(Duration::from_secs(30));
         let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(30_000);
         // An unreachable BMC costs each collector about 1.6 session timeouts (measured
