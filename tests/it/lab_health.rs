@@ -242,8 +242,9 @@ fn a_stopped_daemon_fails_the_services_check(lab: &Lab<'_>) {
     assert!(metrics.contains("# toolkit:detail services node03 prometheus-node-exporter inactive"), "{metrics}");
     let (state, _) = lab.node_state("node03");
     assert!(!state.starts_with("drain"), "`services` only alerts, node03 is {state}");
-    let validate =
-        toolkit(lab.dir, &["validate", "lab.yaml", "-i", "inventory.yaml", "--only", "services", "--nodes", "node03"]);
+    let args =
+        ["validate", "lab.yaml", "-i", "inventory.yaml", "--only", "services", "--nodes", "node03", "--output", "json"];
+    let validate = toolkit(lab.dir, &args);
     let printed = format!("{}{}", text(&validate.stdout), text(&validate.stderr));
     assert_eq!(validate.status.code(), Some(2), "{printed}");
     assert!(printed.contains("prometheus-node-exporter inactive"), "{printed}");
