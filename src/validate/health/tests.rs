@@ -102,17 +102,11 @@ fn a_gpu_node_runs_its_gpu_checks() {
 /// Runs `probe` with `sh`, the programs it calls replaced by scripts that print
 /// recorded outputs; returns what it printed.
 fn run_probe(probe: &str, programs: &[(&str, &str)]) -> String {
-    let dir = tempfile::tempdir().expect("temp dir");
-    for (name, fixture) in programs {
-        let path = dir.path().join(name);
-        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/parsers").join(fixture);
-        std::fs::write(&path, format!("#!/bin/sh\ncat '{}'\n", source.display())).expect("writes");
-        std::os::unix::fs::PermissionsExt::set_mode(&mut std::fs::metadata(&path).expect("meta").permissions(), 0o755);
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
-    }
-    let path = format!("{}:/usr/bin:/bin", dir.path().display());
-    let output = std::process::Command::new("sh").arg("-c").arg(probe).env("PATH", path).output().expect("sh runs");
-    String::from_utf8(output.stdout).expect("utf-8")
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/parsers");
+    let bodies: Vec<(&str, String)> =
+        programs.iter().map(|(name, fixture)| (*name, format!("cat '{}'", fixtures.join(fixture).display()))).collect();
+    let bodies: Vec<(&str, &str)> = bodies.iter().map(|(name, body)| (*name, body.as_str())).collect();
+    run_probe_with(probe, &bodies)
 }
 
 fn probe_of(id: &str) -> String {
@@ -161,12 +155,18 @@ fn run_probe_with(probe: &str, programs: &[(&str, &str)]) -> String {
     String::from_utf8(output.stdout).expect("utf-8")
 }
 
+/// The action and probe of check `id` on node02 of the lab with /home on NFS.
+fn node02_probe(id: &str) -> (OnFailure, String) {
+    let nodes = checks_of(&lab_with_home(), &[]);
+    let check = nodes[1].checks.iter().find(|check| check.id == id).unwrap_or_else(|| panic!("node02 runs {id}"));
+    (check.action, check.probe.clone().expect("a probe"))
+}
+
 #[test]
 fn the_mounts_check_finds_a_missing_and_a_hung_mount_without_hanging() {
-    let nodes = checks_of(&lab_with_home(), &[]);
-    let check = nodes[1].checks.iter().find(|check| check.id == "mounts").expect("node02 mounts /home");
-    assert_eq!(check.action, OnFailure::Drain);
-    let probe = check.probe.as_deref().expect("a probe");
+    let (action, probe) = node02_probe("mounts");
+    assert_eq!(action, OnFailure::Drain);
+    let probe = probe.as_str();
     assert!(probe.contains("for mount in /home ; do"), "{probe}");
     // Not mounted: findmnt (util-linux) says so by its exit status.
     let printed = run_probe_with(probe, &[("findmnt", "exit 1")]);
@@ -183,10 +183,9 @@ fn the_mounts_check_finds_a_missing_and_a_hung_mount_without_hanging() {
 
 #[test]
 fn the_services_check_names_the_daemons_deployed_on_the_node() {
-    let nodes = checks_of(&lab_with_home(), &[]);
-    let check = nodes[1].checks.iter().find(|check| check.id == "services").expect("services");
-    assert_eq!(check.action, OnFailure::Alert);
-    let probe = check.probe.as_deref().expect("a probe");
+    let (action, probe) = node02_probe("services");
+    assert_eq!(action, OnFailure::Alert);
+    let probe = probe.as_str();
     // A compute node of the lab: Slurm's munge and slurmd, and node exporter (monitoring on).
     assert!(probe.contains("for service in munge slurmd prometheus-node-exporter ; do"), "{probe}");
     // `systemctl is-active` prints the state (and exits non-zero unless active).
