@@ -277,6 +277,9 @@ fn deploy_brings_up_monitoring_that_sees_the_fabric() {
     assert_success(&report, "report");
     let markdown = text(&report.stdout);
     assert!(markdown.contains("| passed | Monitoring sees the whole cluster (`monitoring`) | cluster |"), "{markdown}");
+    // The week's health history from Prometheus: no node failed, every node counted.
+    assert!(markdown.contains("## History: nodes failing toolkit health checks"), "{markdown}");
+    assert!(!markdown.contains("- 0 nodes never failed"), "{markdown}");
 
     bmc_is_watched(dir.path(), &deploy_log);
 
