@@ -1085,6 +1085,9 @@ thresholds:
         let rendered = load(&text).expect_err("refused").render();
         assert!(rendered.contains("the command does not compile"), "{rendered}");
         assert!(rendered.contains("`value` does not compile"), "{rendered}");
+        let timeline = "timelines:\n  - { name: checks, times: '[1, 2]', rows: nodes, items: output.series,\n      row: item.labels.(, label: item.labels.check, points: item.points }\n";
+        let rendered = load(&format!("{MINIMAL}{timeline}")).expect_err("refused").render();
+        assert!(rendered.contains("`row` does not compile") && rendered.contains("t.yaml:14:12"), "{rendered}");
     }
 
     #[test]
