@@ -259,6 +259,46 @@ pub struct Bmc {
     /// Skip TLS verification for this endpoint only.
     #[serde(default)]
     pub insecure: bool,
+    /// Its IPMI-over-LAN interface, scraped by the monitoring host's IPMI exporter
+    /// with the same user and password; a BMC without it is not scraped (many ship
+    /// with IPMI over LAN off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipmi: Option<BmcIpmi>,
+}
+
+/// How the IPMI exporter reaches a BMC over LAN (FreeIPMI's settings).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BmcIpmi {
+    /// Address of the BMC's IPMI interface (UDP 623); default: the host of `endpoint`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// `LAN_2_0` (RMCP+, the default) or `LAN` (IPMI 1.5, older or simulated BMCs).
+    #[serde(default)]
+    pub driver: IpmiDriver,
+}
+
+/// FreeIPMI's out-of-band driver types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+pub enum IpmiDriver {
+    /// IPMI 2.0 RMCP+.
+    #[default]
+    #[serde(rename = "LAN_2_0")]
+    Lan20,
+    /// IPMI 1.5.
+    #[serde(rename = "LAN")]
+    Lan,
+}
+
+impl IpmiDriver {
+    /// The name FreeIPMI (and the exporter's `driver:`) uses.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Lan20 => "LAN_2_0",
+            Self::Lan => "LAN",
+        }
+    }
 }
 
 /// Secrets of the cluster, by reference.

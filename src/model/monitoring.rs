@@ -27,6 +27,8 @@ pub const NODE_EXPORTER_PORT: u16 = 9100;
 pub const FRR_EXPORTER_PORT: u16 = 9342;
 /// Port of NVIDIA's DCGM exporter.
 pub const DCGM_EXPORTER_PORT: u16 = 9400;
+/// Port of prometheus-ipmi-exporter (on the monitoring host, bound to localhost).
+pub const IPMI_EXPORTER_PORT: u16 = 9290;
 
 /// Everything the monitoring renderer lays out.
 #[derive(Debug, Clone, Serialize)]
@@ -61,6 +63,20 @@ pub struct MonitoringModel {
     /// BGP sessions each FRR switch should have by the cabling plan: per switch (in
     /// `frr_switches` order), the number of links to each neighbour switch.
     pub bgp_plan: Vec<(String, BTreeMap<String, u32>)>,
+    /// BMCs the IPMI exporter scrapes: the inventory's BMCs of the blueprint's nodes
+    /// that have an `ipmi` interface, in blueprint order.
+    pub bmcs: Vec<BmcTarget>,
+}
+
+/// One node's BMC as the IPMI exporter reaches it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BmcTarget {
+    /// The node the BMC belongs to (the `instance` label of its metrics).
+    pub node: String,
+    /// Address of its IPMI-over-LAN interface.
+    pub address: String,
+    /// FreeIPMI driver: `LAN_2_0` or `LAN`.
+    pub driver: &'static str,
 }
 
 /// The DCGM exporter on one GPU node: what it is installed after and pinned to.
@@ -147,6 +163,7 @@ pub fn monitoring(model: &Model, inventory: Option<&Inventory>) -> Option<Monito
         })
         .collect();
     let bgp_plan = bgp_plan(model, &frr_switches);
+    let bmcs = inventory.map(|inventory| bmc_targets(model, inventory)).unwrap_or_default();
     let slurm = model.blueprint.scheduler.kind == schema::SchedulerKind::Slurm;
     Some(MonitoringModel {
         cluster: model.name.clone(),
@@ -163,7 +180,29 @@ pub fn monitoring(model: &Model, inventory: Option<&Inventory>) -> Option<Monito
         slurm_controller: if slurm { controller } else { None },
         host,
         bgp_plan,
+        bmcs,
     })
+}
+
+/// The BMCs with an IPMI interface, of nodes the blueprint has (a BMC of a node removed
+/// from the blueprint is no longer scraped).
+fn bmc_targets(model: &Model, inventory: &Inventory) -> Vec<BmcTarget> {
+    model
+        .nodes
+        .iter()
+        .filter_map(|node| {
+            let bmc = inventory.bmcs.get(&node.name)?;
+            let ipmi = bmc.ipmi.as_ref()?;
+            let address = ipmi.address.clone().or_else(|| endpoint_host(&bmc.endpoint))?;
+            Some(BmcTarget { node: node.name.clone(), address, driver: ipmi.driver.as_str() })
+        })
+        .collect()
+}
+
+/// The host of a Redfish endpoint URL (`https://10.0.0.5:8443/redfish` → `10.0.0.5`).
+fn endpoint_host(endpoint: &str) -> Option<String> {
+    let url = reqwest::Url::parse(endpoint).ok()?;
+    url.host_str().map(|host| host.trim_start_matches('[').trim_end_matches(']').to_owned())
 }
 
 /// Links from each of `frr_switches` to each neighbour switch: one BGP session each.

@@ -172,7 +172,7 @@ pub fn render(
         &|out| roce_qos::render(model, inventory, renderer, out),
         &|out| switch::render(model, inventory, renderer, out),
         &|out| lldp::render(model, inventory, renderer, out),
-        &|out| monitoring::render(model, inventory, &secrets.named, out),
+        &|out| monitoring::render(model, inventory, secrets, out),
         &|out| package_cache::render(model, renderer, out),
     ];
     let outputs = parallel::ordered(&stages, |stage| {

@@ -66,6 +66,9 @@ pub struct Secrets {
     pub db_password: Option<String>,
     /// The inventory's `secrets.named` that could be read here (alert receivers').
     pub named: std::collections::BTreeMap<String, String>,
+    /// User and password of each BMC scraped over IPMI, by node, when both could be
+    /// read here (the IPMI exporter's configuration holds them).
+    pub bmcs: std::collections::BTreeMap<String, (String, String)>,
 }
 
 impl Secrets {
@@ -84,6 +87,17 @@ impl Secrets {
                 .into_iter()
                 .flatten()
                 .filter_map(|(name, reference)| resolve(reference, base).ok().map(|value| (name.clone(), value)))
+                .collect(),
+            bmcs: inventory
+                .map(|i| &i.bmcs)
+                .into_iter()
+                .flatten()
+                .filter(|(_, bmc)| bmc.ipmi.is_some())
+                .filter_map(|(node, bmc)| {
+                    let user = resolve(&bmc.username, base).ok()?;
+                    let password = resolve(&bmc.password, base).ok()?;
+                    Some((node.clone(), (user, password)))
+                })
                 .collect(),
         }
     }
@@ -811,6 +825,7 @@ mod tests {
             munge_key: Some("test-munge-key-0123456789abcdef0123".to_owned()),
             db_password: Some("test-db-pass".to_owned()),
             named: std::collections::BTreeMap::new(),
+            bmcs: std::collections::BTreeMap::new(),
         }
     }
 

@@ -13,6 +13,7 @@ use indexmap::IndexMap;
 use minijinja::{AutoEscape, Environment, UndefinedBehavior};
 use serde::Serialize;
 
+use crate::report::strip::{self, StripChart};
 use crate::report::svg::{self, BarChart, LineChart};
 use crate::report::{
     ReportError, clean_text, counts_sentence, duration_text, findings, format_number, subjects_by_severity,
@@ -132,6 +133,7 @@ struct ValidatorView {
     fix: Vec<Segment>,
     line_charts: Vec<LineChart>,
     bar_charts: Vec<BarChart>,
+    strip_charts: Vec<StripChart>,
     subjects: Vec<SubjectRow>,
 }
 
@@ -315,6 +317,12 @@ fn validator_view(validator: &ValidatorResult, anchor: String) -> ValidatorView 
         fix: rich(&validator.docs.fix),
         line_charts: line_charts(validator),
         bar_charts: bar_charts(validator),
+        strip_charts: validator
+            .subjects
+            .iter()
+            .flat_map(|subject| &subject.timelines)
+            .filter_map(strip::strip_chart)
+            .collect(),
         subjects: subjects_by_severity(validator)
             .into_iter()
             .map(|subject| SubjectRow {

@@ -67,6 +67,8 @@ pub fn render(results: &Results) -> String {
         }
     }
 
+    history(&mut out, results);
+
     let skipped = findings(results, &[Verdict::Skipped]);
     if !skipped.is_empty() {
         heading(&mut out, &format!("## Skipped ({})", skipped.len()));
@@ -81,6 +83,30 @@ pub fn render(results: &Results) -> String {
         }
     }
     out
+}
+
+/// The health history (timelines) as one line per node that failed: which checks,
+/// in how many buckets, and the nodes that never failed counted.
+fn history(out: &mut String, results: &Results) {
+    let timelines = results.validators.iter().flat_map(|validator| &validator.subjects).flat_map(|s| &s.timelines);
+    for timeline in timelines {
+        heading(out, &format!("## History: nodes failing {}", inline(&timeline.name)));
+        for row in &timeline.rows {
+            let failing: Vec<&Vec<String>> = row.failing.iter().filter(|checks| !checks.is_empty()).collect();
+            let mut checks: Vec<&str> = failing.iter().flat_map(|checks| checks.iter().map(String::as_str)).collect();
+            checks.sort_unstable();
+            checks.dedup();
+            let _ = writeln!(
+                out,
+                "- {}: {} in {} of {} buckets",
+                inline(&row.name),
+                inline(&checks.join(", ")),
+                failing.len(),
+                timeline.times.len()
+            );
+        }
+        let _ = writeln!(out, "- {} nodes never failed\n", timeline.passing.len());
+    }
 }
 
 fn finding(out: &mut String, validator: &ValidatorResult, subject: &SubjectResult) {

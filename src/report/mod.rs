@@ -9,6 +9,7 @@
 pub mod html;
 pub mod junit;
 pub mod markdown;
+pub mod strip;
 pub mod svg;
 
 use thiserror::Error;

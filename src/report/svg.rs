@@ -17,7 +17,7 @@ const PALETTE: usize = 8;
 /// Most ticks on an axis; more would overlap at the chart's width.
 const MAX_TICKS: usize = 8;
 /// Width of one character of an 11 px label, roughly, for laying out labels.
-const CHAR_WIDTH: f64 = 6.5;
+pub(crate) const CHAR_WIDTH: f64 = 6.5;
 /// Room right of the plot for threshold labels.
 const RIGHT_MARGIN: f64 = 96.0;
 /// Widest bar: two bars should not look like walls.
@@ -182,7 +182,7 @@ pub struct BarChart {
 }
 
 /// Pixels, rounded to a tenth: sharp enough, and keeps the HTML small.
-fn px(value: f64) -> f64 {
+pub(crate) fn px(value: f64) -> f64 {
     (value * 10.0).round() / 10.0
 }
 

@@ -22,6 +22,8 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("rail-links.yaml", include_str!("../../validators/rail-links.yaml")),
     ("mtu.yaml", include_str!("../../validators/mtu.yaml")),
     ("roce-qos.yaml", include_str!("../../validators/roce-qos.yaml")),
+    ("mounts.yaml", include_str!("../../validators/mounts.yaml")),
+    ("services.yaml", include_str!("../../validators/services.yaml")),
     ("gpu-inventory.yaml", include_str!("../../validators/gpu-inventory.yaml")),
     ("gpu-health.yaml", include_str!("../../validators/gpu-health.yaml")),
     ("nvlink.yaml", include_str!("../../validators/nvlink.yaml")),

@@ -18,3 +18,4 @@ pub mod roce_qos;
 pub mod run;
 pub mod spec;
 pub mod subjects;
+pub mod timeline;

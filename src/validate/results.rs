@@ -252,6 +252,9 @@ pub struct SubjectResult {
     /// Curves for charts (e.g. bus bandwidth by message size).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub series: Vec<Series>,
+    /// Checks over time per node (the health history), drawn as a strip chart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timelines: Vec<Timeline>,
     /// The command and the end of its output.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Evidence>,
@@ -273,6 +276,7 @@ impl SubjectResult {
             reason,
             measurements,
             series: Vec::new(),
+            timelines: Vec::new(),
             evidence: None,
             duration_seconds: None,
         }
@@ -298,6 +302,7 @@ impl SubjectResult {
             reason: Some(reason.into()),
             measurements: Vec::new(),
             series: Vec::new(),
+            timelines: Vec::new(),
             evidence: None,
             duration_seconds: None,
         }
@@ -547,6 +552,32 @@ pub struct Series {
     pub y_unit: String,
     /// `[x, y]` pairs, in the order measured.
     pub points: Vec<(f64, f64)>,
+}
+
+/// Which rows failed what, bucket by bucket: the health history of a cluster as
+/// Prometheus kept it. Only rows that failed in the window get cells; the others
+/// are named in `passing`, so a 4,096-node cluster with three bad nodes is three rows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timeline {
+    /// What the rows failed (`toolkit health checks`).
+    pub name: String,
+    /// Start of each bucket, unix seconds, ascending.
+    pub times: Vec<f64>,
+    /// Rows that failed at least once, by name.
+    pub rows: Vec<TimelineRow>,
+    /// Rows that never failed in the window.
+    pub passing: Vec<String>,
+}
+
+/// One row of a [`Timeline`]: a node and what it failed in each bucket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimelineRow {
+    /// The node.
+    pub name: String,
+    /// One entry per bucket of `times`: the checks failing in it, empty if none.
+    pub failing: Vec<Vec<String>>,
 }
 
 /// The scale of a chart axis.
@@ -889,8 +920,26 @@ fn check_subject(subject: &SubjectResult, at: &str, out: &mut Problems) {
     for (index, series) in subject.series.iter().enumerate() {
         check_series(series, &format!("{at}.series[{index}]"), out);
     }
+    for (index, timeline) in subject.timelines.iter().enumerate() {
+        check_timeline(timeline, &format!("{at}.timelines[{index}]"), out);
+    }
     if let Some(evidence) = &subject.evidence {
         out.non_empty(&format!("{at}.evidence.command"), &evidence.command);
+    }
+}
+
+fn check_timeline(timeline: &Timeline, at: &str, out: &mut Problems) {
+    out.non_empty(&format!("{at}.name"), &timeline.name);
+    if !timeline.times.windows(2).all(|pair| pair[0] < pair[1]) {
+        out.push(format!("{at}.times"), "must be ascending");
+    }
+    for (index, row) in timeline.rows.iter().enumerate() {
+        if row.failing.len() != timeline.times.len() {
+            out.push(
+                format!("{at}.rows[{index}].failing"),
+                format!("has {} buckets but `times` has {}", row.failing.len(), timeline.times.len()),
+            );
+        }
     }
 }
 

@@ -38,6 +38,7 @@ use super::spec::{
     ValidatorSpec,
 };
 use super::subjects::{self, Expansion, Site, Subject};
+use super::timeline;
 use crate::blueprint::schema::{AcceptanceMode, FabricKind, Role, SchedulerKind};
 use crate::model::Model;
 use crate::transport::{Connector, Executor as _, ExitStatus};
@@ -1117,6 +1118,7 @@ impl<C: Connector> ValidatorRun<'_, C> {
             reason,
             measurements,
             series: self.series(&context),
+            timelines: self.spec.timelines.iter().filter_map(|spec| timeline::build(spec, &context)).collect(),
             evidence: None,
             duration_seconds: None,
         }

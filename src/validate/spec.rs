@@ -87,6 +87,9 @@ pub struct ValidatorSpec {
     /// Curves recorded for the report's charts.
     #[serde(default)]
     pub series: Vec<SeriesSpec>,
+    /// Rows failing over time, for the report's strip charts.
+    #[serde(default)]
+    pub timelines: Vec<TimelineSpec>,
     /// Limits the measurements must meet.
     #[serde(default)]
     pub thresholds: Vec<ThresholdSpec>,
@@ -416,6 +419,28 @@ pub enum Aggregate {
     Mean,
     /// Number of different values.
     Distinct,
+}
+
+/// A strip chart for the report: which rows failed what, bucket by bucket. Items are
+/// series of `[time, value]` points; a point whose value is 0 marks its row failing
+/// `label` in the bucket it falls in.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimelineSpec {
+    /// What the rows fail (`toolkit health checks`).
+    pub name: String,
+    /// An expression giving the start of every bucket, unix seconds, ascending.
+    pub times: String,
+    /// An expression giving every row name, so rows that never failed are counted.
+    pub rows: String,
+    /// An expression giving the series.
+    pub items: String,
+    /// The row of an item (`item.labels.node`).
+    pub row: String,
+    /// What an item checks (`item.labels.check`).
+    pub label: String,
+    /// The `[time, value]` points of an item.
+    pub points: String,
 }
 
 /// A curve for the report: y against x over items.
@@ -897,6 +922,25 @@ impl ValidatorSpec {
                 }
             }
         }
+        for (index, timeline) in self.timelines.iter().enumerate() {
+            let keys = [
+                ("times", &timeline.times),
+                ("rows", &timeline.rows),
+                ("items", &timeline.items),
+                ("row", &timeline.row),
+                ("label", &timeline.label),
+                ("points", &timeline.points),
+            ];
+            for (key, text) in keys {
+                if let Err(problem) = expr::check_expression(text) {
+                    out.push(
+                        Diagnostic::error("validator-expression", format!("`{key}` does not compile: {problem}"))
+                            .at(source, format!("timelines[{index}].{key}"))
+                            .help("an expression, over `item` for `row`, `label` and `points`"),
+                    );
+                }
+            }
+        }
     }
 
     fn check_thresholds(&self, source: &SourceFile, out: &mut Diagnostics) {
@@ -1072,6 +1116,9 @@ thresholds:
         let rendered = load(&text).expect_err("refused").render();
         assert!(rendered.contains("the command does not compile"), "{rendered}");
         assert!(rendered.contains("`value` does not compile"), "{rendered}");
+        let timeline = "timelines:\n  - { name: checks, times: '[1, 2]', rows: nodes, items: output.series,\n      row: item.labels.(, label: item.labels.check, points: item.points }\n";
+        let rendered = load(&format!("{MINIMAL}{timeline}")).expect_err("refused").render();
+        assert!(rendered.contains("`row` does not compile") && rendered.contains("t.yaml:14:12"), "{rendered}");
     }
 
     #[test]

@@ -416,6 +416,15 @@ pub fn node_view(model: &Model, node: &Node) -> serde_json::Value {
             "expected": driver.expected(),
         })),
         "dcgm_diag_level": group.software.as_ref().and_then(|stack| stack.dcgm).map(|dcgm| dcgm.diag_level),
+        // The shared filesystems its group mounts (the `mounts` check) and the daemons
+        // toolkit deploys on it (the `services` check).
+        "mounts": model
+            .filesystems
+            .iter()
+            .filter(|filesystem| filesystem.client_groups.contains(&node.group))
+            .map(|filesystem| filesystem.mount.clone())
+            .collect::<Vec<_>>(),
+        "services": node_services(model, node),
         "rails": node.rails.iter().map(|port| json!({
             "index": port.rail,
             "netdev": port.netdev,
@@ -427,6 +436,31 @@ pub fn node_view(model: &Model, node: &Node) -> serde_json::Value {
             "mtu": port.mtu,
         })).collect::<Vec<_>>(),
     })
+}
+
+/// The long-running daemons toolkit deploys on `node` (as `render::slurm` and
+/// `render::monitoring` lay them out): munge on every Slurm host, slurmd on compute
+/// nodes, slurmctld on the controller, node exporter everywhere with monitoring on.
+fn node_services(model: &Model, node: &Node) -> Vec<&'static str> {
+    let group = &model.groups[node.group];
+    let mut services = Vec::new();
+    if model.blueprint.scheduler.kind == SchedulerKind::Slurm {
+        let client = [Role::Controller, Role::Database, Role::Login, Role::Compute];
+        let controller = model.first_with(Role::Controller).is_some_and(|first| first.name == node.name);
+        if controller || client.iter().any(|role| group.has_role(*role)) {
+            services.push("munge");
+        }
+        if group.has_role(Role::Compute) {
+            services.push("slurmd");
+        }
+        if controller {
+            services.push("slurmctld");
+        }
+    }
+    if model.blueprint.monitoring.as_ref().is_some_and(|section| section.enabled) {
+        services.push("prometheus-node-exporter");
+    }
+    services
 }
 
 fn merge(specific: &serde_json::Value, base: &Value) -> Value {

@@ -148,6 +148,7 @@ fn a_node_drains_itself_on_a_failing_check_and_resumes_only_its_own_drain() {
     slurmd_runs_the_checks_and_a_down_rail_drains_the_node(&lab);
     an_operator_drain_is_never_resumed(&lab);
     the_slow_checks_skip_what_does_not_apply(&lab);
+    a_stopped_daemon_fails_the_services_check(&lab);
     measure_fast_checks(&lab);
     measure_cluster_checks(&lab);
 
@@ -223,6 +224,32 @@ fn slurmd_runs_the_checks_and_a_down_rail_drains_the_node(lab: &Lab<'_>) {
     assert_eq!(check_ok(&lab.fast_metrics("node02"), "rail-links", "node02"), Some(1));
     // The rail back up resolves the alert.
     lab.wait_rail_alert(|alert| alert.is_none(), "to resolve");
+}
+
+/// node03's node exporter stopped: slurmd's next run of the checks fails `services`
+/// with the daemon named (alert only: the node stays in service), `toolkit validate
+/// --only services` fails it too; started again, the check passes.
+fn a_stopped_daemon_fails_the_services_check(lab: &Lab<'_>) {
+    let services = |expected: u8, what: &str| {
+        wait_for(Duration::from_mins(2), what, || {
+            let metrics = lab.fast_metrics("node03");
+            if check_ok(&metrics, "services", "node03") == Some(expected) { Ok(metrics) } else { Err(metrics) }
+        })
+    };
+    services(1, "node03's services check passing after the deploy");
+    lab.exec_ok("node03", &["systemctl", "stop", "prometheus-node-exporter"]);
+    let metrics = services(0, "node03's services check failing");
+    assert!(metrics.contains("# toolkit:detail services node03 prometheus-node-exporter inactive"), "{metrics}");
+    let (state, _) = lab.node_state("node03");
+    assert!(!state.starts_with("drain"), "`services` only alerts, node03 is {state}");
+    let args =
+        ["validate", "lab.yaml", "-i", "inventory.yaml", "--only", "services", "--nodes", "node03", "--output", "json"];
+    let validate = toolkit(lab.dir, &args);
+    let printed = format!("{}{}", text(&validate.stdout), text(&validate.stderr));
+    assert_eq!(validate.status.code(), Some(2), "{printed}");
+    assert!(printed.contains("prometheus-node-exporter inactive"), "{printed}");
+    lab.exec_ok("node03", &["systemctl", "start", "prometheus-node-exporter"]);
+    services(1, "node03's services check passing again");
 }
 
 fn an_operator_drain_is_never_resumed(lab: &Lab<'_>) {

@@ -2,7 +2,8 @@
 //! scrapes every host and switch (node exporter) and every switch's FRR exporter,
 //! has toolkit's rules loaded and the Slurm view's `toolkit_*` metrics; stopping FRR
 //! on a leaf fires the BGP alert naming the leaf; a node removed from the blueprint
-//! is no longer a target after the next deploy. Prometheus' HTTP API is read from
+//! is no longer a target after the next deploy. node01 has a simulated BMC (OpenIPMI's
+//! `ipmi_sim`) that the head's IPMI exporter reads; stopped, it fires `BmcUnreachable`. Prometheus' HTTP API is read from
 //! inside the head (python3 is in the image), as an operator there would.
 //!
 //! Runs under its own cluster name and subnets (`lab-mon`, 10.161.0.0/24, rail pool
@@ -22,11 +23,28 @@ const BLUEPRINT_EDITS: &[(&str, &str)] = &[
     ("  name: lab\n", "  name: lab-mon\n"),
     ("subnet: 10.10.0.0/24", "subnet: 10.161.0.0/24"),
     ("rail_pool: 10.200.0.0/16", "rail_pool: 10.162.0.0/16"),
-    ("  scrape_interval: 15s\n", "  scrape_interval: 5s\n  alert_after: 10s\n  health: { cluster_interval: 5s }\n"),
+    (
+        "  scrape_interval: 15s\n",
+        "  scrape_interval: 5s\n  bmc_scrape_interval: 10s\n  alert_after: 10s\n  health: { cluster_interval: 5s }\n",
+    ),
 ];
 /// Management addresses move with the subnet; MACs are `02:42` + the rail address
 /// (10.200 = `0a:c8`, 10.162 = `0a:a2`).
-const INVENTORY_EDITS: &[(&str, &str)] = &[("address: 10.10.0.", "address: 10.161.0."), (":0a:c8:", ":0a:a2:")];
+/// node01's BMC is the simulated one the test starts on node01 ([`start_bmc`]): IPMI
+/// 1.5 at node01's management address, its user and password in files.
+const INVENTORY_EDITS: &[(&str, &str)] = &[
+    ("address: 10.10.0.", "address: 10.161.0."),
+    (":0a:c8:", ":0a:a2:"),
+    (
+        "state_file:",
+        "bmcs:\n  node01:\n    endpoint: https://10.161.0.11\n    username: { file: bmc-user }\n    \
+         password: { file: bmc-password }\n    ipmi: { driver: LAN }\nstate_file:",
+    ),
+];
+/// The simulated BMC's credentials (`tests/fixtures/monitoring/ipmi_sim/lan.conf`).
+const BMC_USER: &str = "toolkit-mon";
+const BMC_PASSWORD: &str = "lab-bmc-pw-7f3a";
+const BMC_DIR: &str = "/var/lib/lab-bmc";
 const HOSTS: [&str; 8] = ["head", "leaf0", "leaf1", "node01", "node02", "node03", "node04", "spine0"];
 const SWITCHES: [&str; 3] = ["leaf0", "leaf1", "spine0"];
 
@@ -94,11 +112,109 @@ fn measure_cluster_checks(dir: &Path) {
     }
 }
 
-fn deploy(dir: &Path, why: &str) {
+/// Starts OpenIPMI's `ipmi_sim` on node01 as a transient unit `lab-bmc`: an IPMI-over-LAN
+/// BMC on UDP 623 of node01's addresses, with the sensors of `emu` (a file of
+/// `tests/fixtures/monitoring/ipmi_sim/`).
+fn start_bmc(dir: &Path, emu: &str) {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/monitoring/ipmi_sim");
+    for name in ["lan.conf", "bmc.sdrs", emu] {
+        let text = std::fs::read_to_string(fixtures.join(name)).expect("ipmi_sim fixture");
+        // The text goes in as an argument: `sh -c 'printf %s "$1" > file' sh TEXT`.
+        let script = format!("mkdir -p {BMC_DIR} && printf %s \"$1\" > {BMC_DIR}/{name}");
+        exec_ok_in(dir, CLUSTER, "node01", &["sh", "-c", &script, "sh", &text]);
+    }
+    let state = format!("{BMC_DIR}/state/ipmi_sim/lab-bmc");
+    let script = format!(
+        "mkdir -p {state} && sdrcomp -o {state}/sdr.20.main {BMC_DIR}/bmc.sdrs && \
+         (systemctl reset-failed lab-bmc 2>/dev/null; true) && \
+         systemd-run --unit=lab-bmc ipmi_sim -n -c {BMC_DIR}/lan.conf -f {BMC_DIR}/{emu} -s {BMC_DIR}/state"
+    );
+    exec_ok_in(dir, CLUSTER, "node01", &["sh", "-c", &script]);
+}
+
+/// The alerts firing now, as (alertname, instance, labels).
+fn firing(dir: &Path) -> Vec<(String, String, Value)> {
+    let data = api(dir, "/api/v1/alerts");
+    data["alerts"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter(|alert| alert["state"] == "firing")
+        .map(|alert| {
+            let label = |name: &str| alert["labels"][name].as_str().unwrap_or_default().to_owned();
+            (label("alertname"), label("instance"), alert["labels"].clone())
+        })
+        .collect()
+}
+
+/// The BMC scraped through the IPMI exporter on the head: its sensors are in
+/// Prometheus, its credentials in no plan, log or state; stopped, it fires
+/// `BmcUnreachable`; back with a hot inlet and a failed power supply, the sensor alerts.
+fn bmc_is_watched(dir: &Path, deploy_log: &str) {
+    let query = "/api/v1/query?query=ipmi_temperature_celsius%7Bjob%3D%22ipmi%22%7D";
+    let sample = wait_for(Duration::from_mins(1), "node01's BMC temperature in Prometheus", || {
+        let data = api(dir, query);
+        let result = data["result"].as_array().cloned().unwrap_or_default();
+        result.first().filter(|s| s["metric"]["instance"] == "node01").cloned().ok_or_else(|| format!("{data}"))
+    });
+    assert_eq!(sample["metric"]["bmc"], "10.161.0.11", "{sample}");
+    assert_eq!(sample["value"][1], "40", "{sample}");
+    for _ in 0..3 {
+        let exporter = api(dir, "/api/v1/query?query=ipmi_scrape_duration_seconds");
+        let scrape = api(dir, "/api/v1/query?query=scrape_duration_seconds%7Bjob%3D%22ipmi%22%7D");
+        eprintln!(
+            "MEASURE ipmi scrape of node01's BMC (ipmi_sim, LAN, 3 collectors): exporter {} s, Prometheus scrape {} s",
+            exporter["result"][0]["value"][1], scrape["result"][0]["value"][1]
+        );
+        std::thread::sleep(Duration::from_secs(10));
+    }
+    // The credentials are only in the exporter's file, which only `prometheus` reads.
+    let mode = exec_ok_in(dir, CLUSTER, "head", &["stat", "-c", "%a %U", "/etc/prometheus/toolkit-ipmi.yml"]);
+    assert_eq!(mode.trim(), "600 prometheus");
+    let plan = toolkit(dir, &["plan", "lab.yaml", "-i", "inventory.yaml"]);
+    let state = std::fs::read_to_string(dir.join(".toolkit/lab/state.json")).expect("state file");
+    for (what, text) in [
+        ("deploy", deploy_log.to_owned()),
+        ("plan", format!("{}{}", text(&plan.stdout), text(&plan.stderr))),
+        ("state", state),
+    ] {
+        assert!(!text.contains(BMC_PASSWORD), "the BMC password is in the {what}");
+    }
+
+    exec_ok_in(dir, CLUSTER, "node01", &["systemctl", "stop", "lab-bmc"]);
+    let stopped = Instant::now();
+    let alert = wait_for(Duration::from_mins(2), "BmcUnreachable for node01", || {
+        let found = firing(dir);
+        found
+            .iter()
+            .find(|(name, instance, _)| name == "BmcUnreachable" && instance == "node01")
+            .map(|(_, _, labels)| labels.clone())
+            .ok_or_else(|| format!("{found:#?}"))
+    });
+    eprintln!(
+        "MEASURE BmcUnreachable fired {:.0?} after the BMC stopped (10 s scrapes, alert after 10 s)",
+        stopped.elapsed()
+    );
+    assert_eq!(alert["bmc"], "10.161.0.11", "{alert}");
+
+    start_bmc(dir, "bmc-failing.emu");
+    let alerts = wait_for(Duration::from_mins(2), "the BMC's sensor alerts for node01", || {
+        let found = firing(dir);
+        let names: Vec<&str> =
+            found.iter().filter(|(_, instance, _)| instance == "node01").map(|(name, _, _)| name.as_str()).collect();
+        let wanted = names.contains(&"BmcTemperatureCritical") && names.contains(&"BmcPowerSupplyCritical");
+        if wanted && !names.contains(&"BmcUnreachable") { Ok(found) } else { Err(format!("{found:#?}")) }
+    });
+    eprintln!("BMC alerts: {alerts:?}");
+}
+
+fn deploy(dir: &Path, why: &str) -> String {
     let started = Instant::now();
     let output = toolkit(dir, &["deploy", "lab.yaml", "-i", "inventory.yaml", "--yes"]);
     eprintln!("deploy ({why}) took {:.0?}", started.elapsed());
     assert_success(&output, why);
+    format!("{}{}", text(&output.stdout), text(&output.stderr))
 }
 
 #[test]
@@ -107,12 +223,17 @@ fn deploy_brings_up_monitoring_that_sees_the_fabric() {
     let dir = tempfile::tempdir().expect("tempdir");
     let _teardown = Teardown(dir.path(), CLUSTER);
     fresh_lab(dir.path(), CLUSTER, BLUEPRINT_EDITS, INVENTORY_EDITS);
-    deploy(dir.path(), "the first deploy");
+    std::fs::write(dir.path().join("bmc-user"), BMC_USER).expect("write");
+    std::fs::write(dir.path().join("bmc-password"), BMC_PASSWORD).expect("write");
+    start_bmc(dir.path(), "bmc.emu");
+    let deploy_log = deploy(dir.path(), "the first deploy");
 
     let all_up = wait_for(Duration::from_mins(2), "every target up", || {
         let found = targets(dir.path());
         let up = found.iter().all(|(_, _, health)| health == "up");
-        let complete = instances(&found, "node") == HOSTS && instances(&found, "frr") == SWITCHES;
+        let complete = instances(&found, "node") == HOSTS
+            && instances(&found, "frr") == SWITCHES
+            && instances(&found, "ipmi") == ["node01"];
         if up && complete { Ok(found) } else { Err(format!("{found:#?}")) }
     });
     eprintln!("targets: {all_up:?}");
@@ -126,7 +247,9 @@ fn deploy_brings_up_monitoring_that_sees_the_fabric() {
         .flat_map(|group| group["rules"].as_array().map(Vec::as_slice).unwrap_or_default())
         .filter_map(|rule| rule["name"].as_str())
         .collect();
-    for alert in ["NodeDown", "RailLinkDown", "BgpSessionDown", "SlurmNodeUnavailable", "TenantBelowGuarantee"] {
+    for alert in
+        ["NodeDown", "RailLinkDown", "BgpSessionDown", "SlurmNodeUnavailable", "TenantBelowGuarantee", "BmcUnreachable"]
+    {
         assert!(names.contains(&alert), "rule `{alert}` is not loaded: {names:?}");
     }
 
@@ -154,6 +277,11 @@ fn deploy_brings_up_monitoring_that_sees_the_fabric() {
     assert_success(&report, "report");
     let markdown = text(&report.stdout);
     assert!(markdown.contains("| passed | Monitoring sees the whole cluster (`monitoring`) | cluster |"), "{markdown}");
+    // The week's health history from Prometheus: no node failed, every node counted.
+    assert!(markdown.contains("## History: nodes failing toolkit health checks"), "{markdown}");
+    assert!(!markdown.contains("- 0 nodes never failed"), "{markdown}");
+
+    bmc_is_watched(dir.path(), &deploy_log);
 
     // FRR down on leaf0: spine0's session to it goes down, and the alert names both.
     exec_ok_in(dir.path(), CLUSTER, "leaf0", &["systemctl", "stop", "frr"]);

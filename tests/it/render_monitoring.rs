@@ -33,6 +33,18 @@ fn lab_inventory() -> Inventory {
     toolkit::inventory::load(&root().join("inventories/lab.yaml")).expect("inventory loads").inventory
 }
 
+/// The lab's inventory with BMCs for node01 (IPMI 1.5, at its own address) and node02
+/// (IPMI at the Redfish endpoint's host), and one for node03 without IPMI.
+fn lab_inventory_with_bmcs() -> Inventory {
+    let text = std::fs::read_to_string(root().join("inventories/lab.yaml")).expect("lab inventory");
+    let bmcs = "bmcs:\n  node01:\n    endpoint: https://10.10.1.11\n    username: { env: BMC_USER }\n    \
+                password: { env: BMC_PASSWORD }\n    ipmi: { address: 10.10.0.11, driver: LAN }\n  node02:\n    \
+                endpoint: https://10.10.0.12:8443/redfish/v1\n    username: { env: BMC_USER }\n    \
+                password: { env: BMC_PASSWORD }\n    ipmi: {}\n  node03:\n    endpoint: https://10.10.0.13\n    \
+                username: { env: BMC_USER }\n    password: { env: BMC_PASSWORD }\n";
+    serde_norway::from_str(&format!("{text}{bmcs}")).expect("inventory with BMCs")
+}
+
 /// The lab with /home on NFS from the head and alerts after 2 minutes: the blueprint
 /// the rule tests in `tests/fixtures/monitoring/` are written for.
 const RULE_TEST_EDITS: &[(&str, &str)] = &[
@@ -71,7 +83,9 @@ fn every_rule_passes_its_promtool_unit_test() {
     if !tool("promtool") {
         return;
     }
-    let monitoring = model::monitoring::monitoring(&lab_model(RULE_TEST_EDITS), Some(&lab_inventory())).expect("on");
+    let monitoring =
+        model::monitoring::monitoring(&lab_model(RULE_TEST_EDITS), Some(&lab_inventory_with_bmcs())).expect("on");
+    assert_eq!(monitoring.bmcs.len(), 2, "the BMC rules are rendered");
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("toolkit.rules.yml"), rules::rules(&monitoring)).expect("write rules");
     let tests = root().join("tests/fixtures/monitoring/toolkit.rules.test.yml");
@@ -101,7 +115,7 @@ fn the_rendered_configs_pass_promtool_and_amtool() {
         "  scrape_interval: 15s\n  receivers:\n    - name: ops\n      webhook: { url_secret: hook }\n    \
          - name: mail\n      email: { to: ops@example.org, smarthost: mail.example.org:587, password_secret: smtp }\n",
     )]);
-    let monitoring = model::monitoring::monitoring(&model, Some(&lab_inventory())).expect("on");
+    let monitoring = model::monitoring::monitoring(&model, Some(&lab_inventory_with_bmcs())).expect("on");
     let dir = tempfile::tempdir().expect("tempdir");
     let rules_path = dir.path().join("toolkit.rules.yml");
     std::fs::write(&rules_path, rules::rules(&monitoring)).expect("write rules");
@@ -109,6 +123,23 @@ fn the_rendered_configs_pass_promtool_and_amtool() {
     std::fs::write(dir.path().join("prometheus.yml"), prometheus).expect("write config");
     let (ok, output) = run(dir.path(), &["promtool", "check", "config", "prometheus.yml"]);
     assert!(ok, "{output}");
+    // The BMCs (not node03's, without IPMI) through the exporter on the monitoring host.
+    let parsed: serde_json::Value = serde_norway::from_str(&config::prometheus(&monitoring)).expect("yaml");
+    let jobs = parsed["scrape_configs"].as_array().expect("jobs");
+    let ipmi = jobs.iter().find(|job| job["job_name"] == "ipmi").expect("job ipmi");
+    assert_eq!(ipmi["metrics_path"], "/ipmi");
+    assert_eq!(ipmi["scrape_interval"], "1m");
+    let targets: Vec<(String, String)> = ipmi["static_configs"]
+        .as_array()
+        .expect("targets")
+        .iter()
+        .map(|entry| (entry["targets"][0].as_str().unwrap_or("").to_owned(), entry["labels"]["instance"].to_string()))
+        .collect();
+    assert_eq!(
+        targets,
+        [("10.10.0.11".to_owned(), "\"node01\"".to_owned()), ("10.10.0.12".to_owned(), "\"node02\"".to_owned())]
+    );
+    assert!(ipmi["relabel_configs"].to_string().contains("localhost:9290"), "{ipmi}");
     let secrets = BTreeMap::from([
         ("hook".to_owned(), "https://hooks.example.org/T0/secret".to_owned()),
         ("smtp".to_owned(), "pw".to_owned()),
@@ -226,6 +257,41 @@ fn rules_use_only_exported_counters() {
     for name in used {
         assert!(exported.contains(&name), "rule metric `{name}` is not in toolkit's DCGM counters file");
     }
+}
+
+/// The BMC rules read series the real exporter gives: every `ipmi_*` metric and the
+/// power supplies' `type` label they name are in prometheus-ipmi-exporter's answers
+/// recorded against the lab's ipmi_sim BMC, where the failing BMC's sensors are in
+/// state 2 and the unreachable one's collectors are `ipmi_up 0`.
+#[test]
+fn bmc_rules_use_the_exporters_series() {
+    let monitoring =
+        model::monitoring::monitoring(&lab_model(RULE_TEST_EDITS), Some(&lab_inventory_with_bmcs())).expect("on");
+    let rules = rules::rules(&monitoring);
+    let fixture = |name: &str| {
+        std::fs::read_to_string(root().join("tests/fixtures/monitoring").join(name)).expect("recorded answer")
+    };
+    let (nominal, failing, unreachable) = (
+        fixture("ipmi_exporter_1.6.1_ipmi_sim_nominal.prom"),
+        fixture("ipmi_exporter_1.6.1_ipmi_sim_failing.prom"),
+        fixture("ipmi_exporter_1.6.1_ipmi_sim_unreachable.prom"),
+    );
+    let mut used: Vec<&str> = rules
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|word| word.starts_with("ipmi_"))
+        .collect();
+    used.sort_unstable();
+    used.dedup();
+    assert_eq!(used, ["ipmi_fan_speed_state", "ipmi_sensor_state", "ipmi_temperature_state", "ipmi_up"]);
+    for name in used {
+        assert!(nominal.lines().any(|line| line.starts_with(&format!("{name}{{"))), "`{name}` is not exported");
+    }
+    assert!(rules.contains(r#"type="Power Supply""#) && nominal.contains(r#"type="Power Supply"} 0"#), "{nominal}");
+    assert!(
+        failing.contains(r#"type="Power Supply"} 2"#)
+            && failing.contains("ipmi_temperature_state{id=\"1\",name=\"Inlet Temp\"} 2")
+    );
+    assert!(unreachable.contains("ipmi_up{collector=\"ipmi\"} 0") && !unreachable.contains("ipmi_temperature"));
 }
 
 /// promtool on the config and rules of a 4,096-node blueprint (`benches/plan_scale.py`'s,

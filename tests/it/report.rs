@@ -12,7 +12,7 @@ use std::process::Command;
 use toolkit::report::{self, Format};
 use toolkit::validate::results::{
     AxisScale, Comparison, Docs, Evidence, InputFile, Measurement, Provenance, ProvenanceKind, Results, Run, Scope,
-    Series, SubjectResult, Threshold, ValidatorResult, Verdict,
+    Series, SubjectResult, Threshold, Timeline, TimelineRow, ValidatorResult, Verdict,
 };
 
 fn fixture(name: &str) -> PathBuf {
@@ -225,6 +225,12 @@ fn hostile_results() -> Results {
             y_unit: "<b>GB/s</b>".to_owned(),
             points: vec![(8.0, 1.0), (16.0, 2.0), (32.0, 3.0)],
         }],
+        timelines: vec![Timeline {
+            name: format!("checks {HOSTILE}"),
+            times: vec![0.0, 3600.0],
+            rows: vec![TimelineRow { name: HOSTILE.to_owned(), failing: vec![vec![HOSTILE.to_owned()], vec![]] }],
+            passing: vec![HOSTILE.to_owned()],
+        }],
         evidence: Some(Evidence::from_output(
             format!("echo '{HOSTILE}'"),
             Some(1),
@@ -267,6 +273,7 @@ fn html_escapes_every_string() {
     assert!(!html.contains("</pre><"), "evidence closed its <pre>");
     assert!(html.contains("&lt;script&gt;alert(1)&lt;"), "the node name is shown, escaped");
     assert!(html.contains("<svg"), "the chart is drawn for hostile labels too");
+    assert!(html.contains("<figure class=\"strip-chart\">"), "the health history is drawn for hostile names too");
     // Markdown and JUnit escape as well.
     let markdown = report::render(&results, Format::Markdown).expect("md");
     let outside_code: String =
@@ -313,6 +320,45 @@ fn html_draws_the_nccl_curves_with_every_point() {
     let bars = bars.split("</figure>").next().unwrap_or("");
     assert_eq!(bars.matches("<rect class=\"bar pass\"").count(), 4);
     assert_eq!(bars.matches("<line class=\"threshold\"").count(), 1, "one shared threshold line");
+}
+
+#[test]
+fn html_draws_the_health_history_one_row_per_failing_node() {
+    let mut results = example("lab.json");
+    let hour = |index: u32| 1_795_680_000.0 + f64::from(index) * 3600.0;
+    let failing = |names: &[&str]| names.iter().map(|name| (*name).to_owned()).collect::<Vec<_>>();
+    results.validators[0].subjects[0].timelines.push(Timeline {
+        name: "toolkit health checks".to_owned(),
+        times: (0..168).map(hour).collect(),
+        rows: vec![
+            TimelineRow {
+                name: "node02".to_owned(),
+                failing: (0..168)
+                    .map(|at| if (100..110).contains(&at) { failing(&["rail-links"]) } else { vec![] })
+                    .collect(),
+            },
+            TimelineRow {
+                name: "node07".to_owned(),
+                failing: (0..168)
+                    .map(|at| if at == 3 || at == 160 { failing(&["gpu", "xid"]) } else { vec![] })
+                    .collect(),
+            },
+        ],
+        passing: (0..4094).map(|index| format!("gpu{index:04}")).collect(),
+    });
+    assert!(results.problems().is_empty(), "{:?}", results.problems());
+    let html = report::render(&results, Format::Html).expect("html");
+    let (_, figure) = html.split_once("<figure class=\"strip-chart\">").expect("a strip chart");
+    let figure = figure.split("</figure>").next().unwrap_or("");
+    assert!(figure.contains("nodes failing toolkit health checks over time"));
+    assert_eq!(figure.matches("<rect class=\"strip\"").count(), 2, "one row per failing node, not 4,096");
+    assert_eq!(figure.matches("<rect class=\"failing\"").count(), 3, "node02's ten hours are one stretch");
+    assert!(figure.contains("<title>node02, 11-30 12:00 to 11-30 22:00 UTC: rail-links</title>"), "{figure}");
+    assert!(figure.contains("<title>node07, 11-26 11:00 to 11-26 12:00 UTC: gpu, xid</title>"), "{figure}");
+    assert!(figure.contains("4094 nodes never failed</p>"), "{figure}");
+    let markdown = report::render(&results, Format::Markdown).expect("md");
+    assert!(markdown.contains("- node02: rail-links in 10 of 168 buckets\n"), "{markdown}");
+    assert!(markdown.contains("- 4094 nodes never failed\n"), "{markdown}");
 }
 
 #[test]

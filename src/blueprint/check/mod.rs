@@ -69,6 +69,7 @@ pub fn check(loaded: &LoadedBlueprint, inventory: Option<&LoadedInventory>) -> D
         cloud::check(loaded, inventory, facts.hostnames.as_deref(), &mut out);
         monitoring::secrets(loaded, inventory, &mut out);
         kubeadm::inventory(loaded, inventory, &mut out);
+        monitoring::bmc_addresses(loaded, inventory, &mut out);
         let blueprint_is_valid = !out.has_errors();
         inventory::check(loaded, inventory, &facts, blueprint_is_valid, &mut out);
     }

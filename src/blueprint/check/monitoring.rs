@@ -45,6 +45,27 @@ pub(super) fn secrets(loaded: &LoadedBlueprint, inventory: &LoadedInventory, out
     }
 }
 
+/// Every BMC read over IPMI has an address: its own, or a Redfish endpoint with a host.
+pub(super) fn bmc_addresses(loaded: &LoadedBlueprint, inventory: &LoadedInventory, out: &mut Diagnostics) {
+    if !loaded.blueprint.monitoring.as_ref().is_some_and(|monitoring| monitoring.enabled) {
+        return;
+    }
+    for (node, bmc) in &inventory.inventory.bmcs {
+        let Some(ipmi) = &bmc.ipmi else { continue };
+        let host = reqwest::Url::parse(&bmc.endpoint).ok().and_then(|url| url.host_str().map(str::to_owned));
+        if ipmi.address.is_none() && host.is_none() {
+            out.push(
+                Diagnostic::error(
+                    "bmc-ipmi-address",
+                    format!("BMC of `{node}`: endpoint `{}` has no host to read IPMI from", bmc.endpoint),
+                )
+                .at(&inventory.source, format!("bmcs.{node}.ipmi"))
+                .help("give the IPMI interface's address: `ipmi: { address: 10.0.1.5 }`"),
+            );
+        }
+    }
+}
+
 /// The secrets a receiver references, with their key below the receiver.
 fn secret_references(receiver: &Receiver) -> Vec<(&'static str, &str)> {
     let mut names = Vec::new();
@@ -62,6 +83,7 @@ fn durations(loaded: &LoadedBlueprint, monitoring: &Monitoring, out: &mut Diagno
     let values = [
         ("monitoring.retention", &monitoring.retention),
         ("monitoring.scrape_interval", &monitoring.scrape_interval),
+        ("monitoring.bmc_scrape_interval", &monitoring.bmc_scrape_interval),
         ("monitoring.alert_after", &monitoring.alert_after),
         ("monitoring.health.fast_interval", &health.fast_interval),
         ("monitoring.health.slow_interval", &health.slow_interval),

@@ -1773,3 +1773,15 @@ fn receiver_secrets_are_declared_in_the_inventory() {
     assert!(found.help.as_deref().is_some_and(|help| help.contains("alert_webhook_url")), "{}", found.render());
     find(&diagnostics, BLUEPRINT_FILE, &text, "unknown-secret", "password_secret: smtp_password");
 }
+
+#[test]
+fn a_bmc_read_over_ipmi_needs_an_address() {
+    let bmcs = "bmcs:\n  node01:\n    endpoint: https://10.10.1.11\n    username: { env: U }\n    password: { env: P }\n    \
+                ipmi: {}\n  node02:\n    endpoint: bmc02\n    username: { env: U }\n    password: { env: P }\n    \
+                ipmi: { driver: LAN }\n";
+    let inventory = format!("{}{bmcs}", inventory_with_named_secrets());
+    let diagnostics = lint_pair(&with_monitoring(), Some(&inventory));
+    let found = find(&diagnostics, INVENTORY_FILE, &inventory, "bmc-ipmi-address", "ipmi: { driver: LAN }");
+    assert!(found.message.contains("`bmc02`"), "{}", found.render());
+    assert_eq!(diagnostics.0.len(), 1, "node01's endpoint has a host: {}", diagnostics.render());
+}

@@ -27,6 +27,10 @@ pub struct Monitoring {
     /// How often every target is scraped and every rule evaluated.
     #[serde(default = "default_scrape_interval")]
     pub scrape_interval: String,
+    /// How often the IPMI exporter reads each BMC (default `1m`: BMCs answer slowly
+    /// and a read costs their controller more than a node exporter scrape).
+    #[serde(default = "default_bmc_scrape_interval")]
+    pub bmc_scrape_interval: String,
     /// How long a condition must hold before its alert fires (the rules' `for:`),
     /// default `2m`; a test cluster shortens it.
     #[serde(default = "default_alert_after")]
@@ -135,6 +139,10 @@ fn default_retention() -> String {
 
 fn default_scrape_interval() -> String {
     "15s".to_owned()
+}
+
+fn default_bmc_scrape_interval() -> String {
+    "1m".to_owned()
 }
 
 fn default_alert_after() -> String {

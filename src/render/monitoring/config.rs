@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::model::monitoring::{
-    DCGM_EXPORTER_PORT, FRR_EXPORTER_PORT, MonitoringModel, NODE_EXPORTER_PORT, PROMETHEUS_PORT, ScrapeTarget,
+    DCGM_EXPORTER_PORT, FRR_EXPORTER_PORT, IPMI_EXPORTER_PORT, MonitoringModel, NODE_EXPORTER_PORT, PROMETHEUS_PORT,
+    ScrapeTarget,
 };
 
 /// Where the rule file lives on the monitoring host.
@@ -45,7 +46,38 @@ struct StaticConfigs {
 #[derive(Serialize)]
 struct ScrapeConfig {
     job_name: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scrape_interval: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scrape_timeout: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metrics_path: Option<&'static str>,
     static_configs: Vec<StaticConfig>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    relabel_configs: Vec<Relabel>,
+}
+
+impl ScrapeConfig {
+    fn new(job_name: &'static str, static_configs: Vec<StaticConfig>) -> Self {
+        Self {
+            job_name,
+            scrape_interval: None,
+            scrape_timeout: None,
+            metrics_path: None,
+            static_configs,
+            relabel_configs: Vec::new(),
+        }
+    }
+}
+
+/// A `replace` relabelling: `target_label` gets `source_labels` (joined), else `replacement`.
+#[derive(Serialize)]
+struct Relabel {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    source_labels: Vec<&'static str>,
+    target_label: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replacement: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -56,16 +88,47 @@ struct StaticConfig {
 }
 
 fn job(name: &'static str, targets: &[&ScrapeTarget], port: u16) -> ScrapeConfig {
-    ScrapeConfig {
-        job_name: name,
-        static_configs: targets
+    ScrapeConfig::new(
+        name,
+        targets
             .iter()
             .map(|target| StaticConfig {
                 targets: [host_port(&target.address, port)],
                 labels: BTreeMap::from([("instance", target.name.clone()), ("group", target.group.clone())]),
             })
             .collect(),
-    }
+    )
+}
+
+/// Job `ipmi`: every BMC through the IPMI exporter on the monitoring host, in its
+/// multi-target form: the BMC's address is the `target` parameter, its module (named
+/// after the node: its credentials) the `module` parameter, and the request goes to
+/// the exporter. The node's name is `instance`, the BMC's address `bmc`.
+fn ipmi_job(model: &MonitoringModel) -> ScrapeConfig {
+    let targets = model
+        .bmcs
+        .iter()
+        .map(|bmc| StaticConfig {
+            targets: [bmc.address.clone()],
+            labels: BTreeMap::from([("instance", bmc.node.clone()), ("__param_module", bmc.node.clone())]),
+        })
+        .collect();
+    let copy = |target_label| Relabel { source_labels: vec!["__address__"], target_label, replacement: None };
+    let mut job = ScrapeConfig::new("ipmi", targets);
+    let timing = super::ipmi::Timing::of(model);
+    job.scrape_interval = Some(timing.interval.clone());
+    job.scrape_timeout = Some(timing.scrape_timeout.clone());
+    job.metrics_path = Some("/ipmi");
+    job.relabel_configs = vec![
+        copy("__param_target"),
+        copy("bmc"),
+        Relabel {
+            source_labels: vec![],
+            target_label: "__address__",
+            replacement: Some(format!("localhost:{IPMI_EXPORTER_PORT}")),
+        },
+    ];
+    job
 }
 
 /// `address:port`, with brackets around an IPv6 address.
@@ -75,20 +138,18 @@ fn host_port(address: &str, port: u16) -> String {
 
 /// `prometheus.yml`: node exporter on every node and switch (job `node`, the job the
 /// node-mixin expects), FRR exporter on FRR switches, DCGM exporter on nodes with
-/// real GPUs, Prometheus itself, and the local Alertmanager.
+/// real GPUs, the BMCs through the IPMI exporter, Prometheus itself, and the local
+/// Alertmanager.
 #[must_use]
 pub fn prometheus(model: &MonitoringModel) -> String {
     let all: Vec<&ScrapeTarget> = model.nodes.iter().chain(&model.switches).collect();
     let frr: Vec<&ScrapeTarget> = model.frr_switches.iter().collect();
     let gpus: Vec<&ScrapeTarget> = model.gpu_nodes.iter().collect();
     let mut scrape_configs = vec![
-        ScrapeConfig {
-            job_name: "prometheus",
-            static_configs: vec![StaticConfig {
-                targets: [format!("localhost:{PROMETHEUS_PORT}")],
-                labels: BTreeMap::new(),
-            }],
-        },
+        ScrapeConfig::new(
+            "prometheus",
+            vec![StaticConfig { targets: [format!("localhost:{PROMETHEUS_PORT}")], labels: BTreeMap::new() }],
+        ),
         job("node", &all, NODE_EXPORTER_PORT),
     ];
     if !frr.is_empty() {
@@ -96,6 +157,9 @@ pub fn prometheus(model: &MonitoringModel) -> String {
     }
     if !gpus.is_empty() {
         scrape_configs.push(job("dcgm", &gpus, DCGM_EXPORTER_PORT));
+    }
+    if !model.bmcs.is_empty() {
+        scrape_configs.push(ipmi_job(model));
     }
     let interval = model.settings.scrape_interval.as_str();
     let config = Prometheus {

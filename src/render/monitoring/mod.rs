@@ -3,18 +3,20 @@
 //! controller — Debian packages configured like everything else toolkit deploys.
 //!
 //! Stage: render. Input: [`MonitoringModel`] (from the model and inventory) and the
-//! named secrets. Output: resources appended to `out`. Prometheus' config and rules and
+//! named secrets and BMC credentials. Output: resources appended to `out`. Prometheus' config and rules and
 //! Alertmanager's config are checked on the host (`promtool check rules`, `promtool
 //! check config`, `amtool check-config`) before they replace the active files, and a
 //! change restarts the daemon that reads them.
 //!
 //! NVIDIA's DCGM exporter (from NVIDIA's CUDA repository, not Debian) runs on nodes with
 //! real GPUs and DCGM 4, with toolkit's counters ([`dcgm`]), and is scraped on its port
-//! (9400); the lab's fake-GPU nodes get none (nothing there could answer).
+//! (9400); the lab's fake-GPU nodes get none (nothing there could answer). BMCs with
+//! an IPMI interface in the inventory are read through the IPMI exporter ([`ipmi`]).
 
 pub mod cluster_checks;
 pub mod config;
 pub mod dcgm;
+pub mod ipmi;
 pub mod rules;
 
 use std::collections::BTreeMap;
@@ -24,6 +26,7 @@ use crate::model::Model;
 use crate::model::monitoring::{self as monitoring_model, MonitoringModel};
 use crate::render::RenderError;
 use crate::render::common::{file, owned_file, package, service};
+use crate::render::slurm::Secrets;
 use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target, TargetKind};
 
 /// Templates of this module: `(name under templates/, text)`.
@@ -46,11 +49,12 @@ const SLURM_VIEW_TIMER: &str = "/etc/systemd/system/toolkit-slurm-view.timer";
 pub fn render(
     model: &Model,
     inventory: Option<&Inventory>,
-    secrets: &BTreeMap<String, String>,
+    secrets: &Secrets,
     out: &mut Vec<Resource>,
 ) -> Result<(), RenderError> {
     let Some(monitoring) = monitoring_model::monitoring(model, inventory) else { return Ok(()) };
-    server(&monitoring, secrets, out);
+    server(&monitoring, &secrets.named, out);
+    ipmi::render(&monitoring, &secrets.bmcs, out);
     for node in &monitoring.nodes {
         node_exporter(&Target { name: node.name.as_str().into(), kind: TargetKind::Node }, out);
     }

@@ -68,16 +68,19 @@ impl Rule {
 #[must_use]
 pub fn rules(model: &MonitoringModel) -> String {
     let hold = model.settings.alert_after.as_str();
-    let file = RuleFile {
+    let mut file = RuleFile {
         groups: vec![
             Group { name: "toolkit-hosts", rules: host_rules(hold) },
             Group { name: "toolkit-fabric", rules: fabric_rules(model, hold) },
             Group { name: "toolkit-gpus", rules: gpu_rules(hold) },
             Group { name: "toolkit-storage", rules: storage_rules(model, hold) },
             Group { name: "toolkit-slurm", rules: slurm_rules(model, hold) },
-            Group { name: "toolkit-health", rules: health_rules() },
+            Group { name: "toolkit-health", rules: health_rules(model) },
         ],
     };
+    if !model.bmcs.is_empty() {
+        file.groups.push(Group { name: "toolkit-bmcs", rules: bmc_rules(hold) });
+    }
     let mut text = String::from("# Rendered by toolkit from the blueprint; changes here are overwritten.\n");
     // Plain data of strings and maps: serialization cannot fail.
     text.push_str(&serde_norway::to_string(&file).unwrap_or_default());
@@ -246,11 +249,67 @@ fn slurm_rules(model: &MonitoringModel, hold: &str) -> Vec<Rule> {
     rules
 }
 
-fn health_rules() -> Vec<Rule> {
-    vec![Rule::new(
-        "HealthCheckFailing",
-        "critical",
-        "toolkit_healthcheck_ok == 0".to_owned(),
-        "toolkit health check {{ $labels.check }} fails on {{ $labels.subject }} (checked on {{ $labels.instance }})",
-    )]
+/// One rule per cadence, each held for longer than its checks' interval plus two
+/// scrapes: one failing run (a rail bouncing while a deploy restarts networkd, a
+/// switch's exporter restarting) stays quiet; the next run failing too fires. A slow
+/// run's verdict stands for its whole interval (an hour), so it fires after
+/// `alert_after`, like the other rules.
+fn health_rules(model: &MonitoringModel) -> Vec<Rule> {
+    let parse = |text: &str| crate::blueprint::duration::parse(text).unwrap_or_default();
+    let settings = &model.settings;
+    let alert_after = parse(&settings.alert_after);
+    let two_scrapes = parse(&settings.scrape_interval) * 2;
+    let cadences = [
+        ("fast", parse(&settings.health.fast_interval) + two_scrapes),
+        ("cluster", parse(&settings.health.cluster_interval) + two_scrapes),
+        ("slow", alert_after),
+    ];
+    cadences
+        .into_iter()
+        .map(|(cadence, hold)| {
+            Rule::new(
+                "HealthCheckFailing",
+                "critical",
+                format!(r#"toolkit_healthcheck_ok{{cadence="{cadence}"}} == 0"#),
+                "toolkit health check {{ $labels.check }} fails on {{ $labels.subject }} (checked on {{ $labels.instance }})",
+            )
+            .held(&format!("{}s", hold.max(alert_after).as_secs()))
+        })
+        .collect()
+}
+
+/// BMCs read through the IPMI exporter (job `ipmi`; its metric names and the sensor
+/// states 0 nominal, 1 warning, 2 critical are the exporter's, `docs/metrics.md` of
+/// prometheus-community/ipmi_exporter 1.6). A BMC that does not answer makes the
+/// exporter report `ipmi_up 0`, or, slower than the scrape timeout, the scrape fail.
+fn bmc_rules(hold: &str) -> Vec<Rule> {
+    vec![
+        Rule::new(
+            "BmcUnreachable",
+            "warning",
+            r#"ipmi_up{job="ipmi",collector="ipmi"} == 0 or up{job="ipmi"} == 0"#.to_owned(),
+            "the BMC of {{ $labels.instance }} ({{ $labels.bmc }}) does not answer IPMI: its sensors are not read",
+        )
+        .held(hold),
+        Rule::new(
+            "BmcPowerSupplyCritical",
+            "critical",
+            r#"ipmi_sensor_state{job="ipmi",type="Power Supply"} == 2"#.to_owned(),
+            "power supply {{ $labels.name }} of {{ $labels.instance }} is critical (BMC sensor {{ $labels.id }})",
+        ),
+        Rule::new(
+            "BmcFanCritical",
+            "critical",
+            r#"ipmi_fan_speed_state{job="ipmi"} == 2"#.to_owned(),
+            "fan {{ $labels.name }} of {{ $labels.instance }} is critical (BMC sensor {{ $labels.id }})",
+        )
+        .held(hold),
+        Rule::new(
+            "BmcTemperatureCritical",
+            "critical",
+            r#"ipmi_temperature_state{job="ipmi"} == 2"#.to_owned(),
+            "temperature {{ $labels.name }} of {{ $labels.instance }} is critical (BMC sensor {{ $labels.id }})",
+        )
+        .held(hold),
+    ]
 }

@@ -14,9 +14,22 @@ fn lab_settings() -> Settings {
 }
 
 fn lab_checks(fake: &[&str]) -> Vec<NodeChecks> {
+    checks_of(&lab_model(), fake)
+}
+
+fn checks_of(model: &Model, fake: &[&str]) -> Vec<NodeChecks> {
     let catalog = Catalog::builtin().unwrap_or_else(|problems| panic!("{}", problems.render()));
     let fake: BTreeSet<String> = fake.iter().map(|name| (*name).to_owned()).collect();
-    plan(&catalog, &lab_model(), &lab_settings(), &fake).expect("plans")
+    plan(&catalog, model, &lab_settings(), &fake).expect("plans")
+}
+
+/// The lab with /home on NFS from the head and monitoring on.
+fn lab_with_home() -> Model {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/blueprints/lab.yaml")).expect("lab");
+    let storage = "storage:\n  filesystems:\n    - { name: home, kind: nfs, server_group: head, export: /export/home, mount: /home }\n\nscheduler:\n";
+    let text = text.replacen("scheduler:\n", storage, 1);
+    let loaded = crate::blueprint::load::load_text(Path::new("lab.yaml"), text).expect("loads");
+    crate::model::expand(&loaded.blueprint).expect("expands")
 }
 
 #[test]
@@ -44,6 +57,8 @@ fn every_compute_node_gets_the_validators_with_probes_and_their_limits() {
             "rail-links node02 fast drain runs",
             "mtu node02+node03/rail0 fast alert runs",
             "mtu node02+node03/rail1 fast alert runs",
+            // The lab blueprint has no shared filesystem: no `mounts` check.
+            "services node02 fast alert runs",
             "gpu-inventory node02 fast drain skipped",
             "gpu-health node02 fast drain skipped",
             "dcgm-diag node02 slow alert skipped",
@@ -87,17 +102,11 @@ fn a_gpu_node_runs_its_gpu_checks() {
 /// Runs `probe` with `sh`, the programs it calls replaced by scripts that print
 /// recorded outputs; returns what it printed.
 fn run_probe(probe: &str, programs: &[(&str, &str)]) -> String {
-    let dir = tempfile::tempdir().expect("temp dir");
-    for (name, fixture) in programs {
-        let path = dir.path().join(name);
-        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/parsers").join(fixture);
-        std::fs::write(&path, format!("#!/bin/sh\ncat '{}'\n", source.display())).expect("writes");
-        std::os::unix::fs::PermissionsExt::set_mode(&mut std::fs::metadata(&path).expect("meta").permissions(), 0o755);
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
-    }
-    let path = format!("{}:/usr/bin:/bin", dir.path().display());
-    let output = std::process::Command::new("sh").arg("-c").arg(probe).env("PATH", path).output().expect("sh runs");
-    String::from_utf8(output.stdout).expect("utf-8")
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/parsers");
+    let bodies: Vec<(&str, String)> =
+        programs.iter().map(|(name, fixture)| (*name, format!("cat '{}'", fixtures.join(fixture).display()))).collect();
+    let bodies: Vec<(&str, &str)> = bodies.iter().map(|(name, body)| (*name, body.as_str())).collect();
+    run_probe_with(probe, &bodies)
 }
 
 fn probe_of(id: &str) -> String {
@@ -131,4 +140,56 @@ fn probes_read_recorded_tool_outputs() {
         "{printed}"
     );
     assert!(printed.contains("fatal_xids "), "{printed}");
+}
+
+/// Runs `probe` with `sh`, the programs it calls replaced by the given `sh` bodies.
+fn run_probe_with(probe: &str, programs: &[(&str, &str)]) -> String {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (name, body) in programs {
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("writes");
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    }
+    let path = format!("{}:/usr/bin:/bin", dir.path().display());
+    let output = std::process::Command::new("sh").arg("-c").arg(probe).env("PATH", path).output().expect("sh runs");
+    String::from_utf8(output.stdout).expect("utf-8")
+}
+
+/// The action and probe of check `id` on node02 of the lab with /home on NFS.
+fn node02_probe(id: &str) -> (OnFailure, String) {
+    let nodes = checks_of(&lab_with_home(), &[]);
+    let check = nodes[1].checks.iter().find(|check| check.id == id).unwrap_or_else(|| panic!("node02 runs {id}"));
+    (check.action, check.probe.clone().expect("a probe"))
+}
+
+#[test]
+fn the_mounts_check_finds_a_missing_and_a_hung_mount_without_hanging() {
+    let (action, probe) = node02_probe("mounts");
+    assert_eq!(action, OnFailure::Drain);
+    let probe = probe.as_str();
+    assert!(probe.contains("for mount in /home ; do"), "{probe}");
+    // Not mounted: findmnt (util-linux) says so by its exit status.
+    let printed = run_probe_with(probe, &[("findmnt", "exit 1")]);
+    assert_eq!(printed, "missing 1\nhung 0\ndetail /home not mounted\n");
+    // Mounted, and `stat -f` blocks as on a dead NFS server: the real `timeout` kills it.
+    let started = std::time::Instant::now();
+    let printed = run_probe_with(probe, &[("findmnt", "exit 0"), ("stat", "sleep 60")]);
+    assert_eq!(printed, "missing 0\nhung 1\ndetail /home does not answer (stat -f over 5 s)\n");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "the probe waited for the hung stat");
+    // Mounted and answering: the real `stat -f` on a directory that exists.
+    let printed = run_probe_with(&probe.replace("/home ;", "/ ;"), &[("findmnt", "exit 0")]);
+    assert_eq!(printed, "missing 0\nhung 0\ndetail \n");
+}
+
+#[test]
+fn the_services_check_names_the_daemons_deployed_on_the_node() {
+    let (action, probe) = node02_probe("services");
+    assert_eq!(action, OnFailure::Alert);
+    let probe = probe.as_str();
+    // A compute node of the lab: Slurm's munge and slurmd, and node exporter (monitoring on).
+    assert!(probe.contains("for service in munge slurmd prometheus-node-exporter ; do"), "{probe}");
+    // `systemctl is-active` prints the state (and exits non-zero unless active).
+    let printed =
+        run_probe_with(probe, &[("systemctl", r#"case "$2" in munge) echo failed; exit 3 ;; *) echo active ;; esac"#)]);
+    assert_eq!(printed, "inactive 1\ndetail munge failed\n");
 }
