@@ -5,14 +5,22 @@
 # empty hosts and an idempotent rerun. Prints medians over RUNS runs (default 3) and
 # the peak memory of the controller process, then one summary line:
 #   fanout N=<n> toolkit_first_s=… toolkit_rerun_s=… ansible_first_s=… ansible_rerun_s=…
-#          pyinfra_first_s=… pyinfra_rerun_s=… floor_s=…
-# SKIP="ansible pyinfra" leaves tools out (their fields print as `-`).
+#          pyinfra_first_s=… pyinfra_rerun_s=… floor_s=… floor_c25519_s=…
+# floor_s is plain `ssh` with OpenSSH's default key exchange (sntrup761x25519 in 9.2);
+# floor_c25519_s is the same with curve25519-sha256, the exchange toolkit negotiates:
+# the like-for-like floor.
+# SKIP="ansible pyinfra" leaves tools out (their fields print as `-`). BEFORE=<another
+# toolkit binary> runs that build too, alternating with this one, for before/after
+# figures from the same run (`toolkit-before-*` rows). TOOLKIT=<binary> measures that
+# binary instead of building this checkout.
 # The Ansible/pyinfra workloads are the shared ones (benches/fanout/ has copies of the
 # templates); Ansible and pyinfra are installed from PyPI into target/bench-venv.
 set -euo pipefail
 N=${1:?usage: fanout.sh N}
 RUNS=${RUNS:-3}
 SKIP=${SKIP:-}
+BEFORE=${BEFORE:-}
+TOOLKIT=${TOOLKIT:-}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # The shared Ansible config names /tmp/sshhosts; keep the default base dir.
 export SSHHOSTS_DIR=/tmp/sshhosts SSHHOSTS_PREFIX=127.0.1
@@ -24,7 +32,10 @@ HOSTS=$ROOT/tests/support/sshhosts.sh
 skipped() { [[ " $SKIP " == *" $1 "* ]]; }
 
 setup() {
-  cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
+  if [ -z "$TOOLKIT" ]; then
+    cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
+    TOOLKIT=$ROOT/target/release/toolkit
+  fi
   if ! { skipped ansible && skipped pyinfra; } && [ ! -x "$VENV/bin/pyinfra" ]; then
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install --quiet ansible-core==2.19.14 pyinfra==3.10.0 jinja2
@@ -48,14 +59,23 @@ timed() {
 median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print "-"; else if (NR%2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 peak_mib() { awk '{if ($2>m) m=$2} END {if (NR==0) print "-"; else printf "%.0f\n", m/1024}'; }
 
+# push LABEL BINARY: a first run on clean hosts and a rerun.
+push() {
+  clean_hosts
+  local label=$1 binary=$2
+  for run in first rerun; do
+    timed "$label-$run" "$binary" push "$ROOT/benches/fanout/push.yaml" -i "$B/inventory_toolkit.yaml" --yes --parallel "$N" --state "$B/toolkit-state.json"
+  done
+}
+
 run_tool() {
   local tool=$1
   for _ in $(seq 1 "$RUNS"); do
     clean_hosts
     case $tool in
       toolkit)
-        timed toolkit-first "$ROOT/target/release/toolkit" push "$ROOT/benches/fanout/push.yaml" -i "$B/inventory_toolkit.yaml" --yes --parallel "$N" --state "$B/toolkit-state.json"
-        timed toolkit-rerun "$ROOT/target/release/toolkit" push "$ROOT/benches/fanout/push.yaml" -i "$B/inventory_toolkit.yaml" --yes --parallel "$N" --state "$B/toolkit-state.json" ;;
+        push toolkit "$TOOLKIT"
+        if [ -n "$BEFORE" ]; then push toolkit-before "$BEFORE"; fi ;;
       ansible)
         export ANSIBLE_CONFIG=$WORKLOAD/ansible/ansible.cfg
         timed ansible-first "$VENV/bin/ansible-playbook" -f "$N" "$WORKLOAD/ansible/push.yml"
@@ -65,7 +85,8 @@ run_tool() {
         timed pyinfra-rerun "$VENV/bin/pyinfra" -y --parallel "$N" "$B/inventory_pyinfra.py" "$WORKLOAD/pyinfra/push.py" ;;
       floor)
         "$VENV/bin/python3" "$WORKLOAD/floor/render_all.py" "$N" 2>/dev/null || python3 "$WORKLOAD/floor/render_all.py" "$N"
-        timed floor sh -c "cat '$B/hosts.txt' | xargs -P '$N' -n 1 '$WORKLOAD/floor/push_one.sh'" ;;
+        timed floor sh -c "cat '$B/hosts.txt' | xargs -P '$N' -n 1 '$WORKLOAD/floor/push_one.sh'"
+        timed floor-c25519 sh -c "cat '$B/hosts.txt' | xargs -P '$N' -I{} '$WORKLOAD/floor/push_one.sh' {} -o KexAlgorithms=curve25519-sha256" ;;
     esac
   done
 }
@@ -79,8 +100,8 @@ for tool in toolkit ansible pyinfra floor; do
 done
 field() { if [ -f "$B/times-$1" ]; then median < "$B/times-$1"; else echo -; fi; }
 memory() { if [ -f "$B/times-$1" ]; then peak_mib < "$B/times-$1"; else echo -; fi; }
-printf '%-16s %10s %10s\n' run median_s peak_MiB
-for label in toolkit-first toolkit-rerun ansible-first ansible-rerun pyinfra-first pyinfra-rerun floor; do
-  printf '%-16s %10s %10s\n' "$label" "$(field "$label")" "$(memory "$label")"
+printf '%-22s %10s %10s\n' run median_s peak_MiB
+for label in toolkit-first toolkit-rerun toolkit-before-first toolkit-before-rerun ansible-first ansible-rerun pyinfra-first pyinfra-rerun floor floor-c25519; do
+  printf '%-22s %10s %10s\n' "$label" "$(field "$label")" "$(memory "$label")"
 done
-echo "fanout N=$N toolkit_first_s=$(field toolkit-first) toolkit_rerun_s=$(field toolkit-rerun) ansible_first_s=$(field ansible-first) ansible_rerun_s=$(field ansible-rerun) pyinfra_first_s=$(field pyinfra-first) pyinfra_rerun_s=$(field pyinfra-rerun) floor_s=$(field floor)"
+echo "fanout N=$N toolkit_first_s=$(field toolkit-first) toolkit_rerun_s=$(field toolkit-rerun) toolkit_peak_mib=$(memory toolkit-first)/$(memory toolkit-rerun) ansible_first_s=$(field ansible-first) ansible_rerun_s=$(field ansible-rerun) pyinfra_first_s=$(field pyinfra-first) pyinfra_rerun_s=$(field pyinfra-rerun) floor_s=$(field floor) floor_c25519_s=$(field floor-c25519)"

@@ -201,9 +201,7 @@ async fn locked_deploy<C: Connector, H: NodeHooks>(
         review.review(&plan, &unreachable).map_err(DeployError::Review)?;
         let (refreshed, changed) =
             super::record_changed(previous, request.graph, &plan, &crate::apply::ApplyReport::default());
-        if changed {
-            write_state(request.state_path, refreshed)?;
-        }
+        write_state(request.state_path.filter(|_| changed), refreshed)?;
         return Ok(Outcome::NothingToDo(plan));
     }
     if !review.review(&plan, &unreachable).map_err(DeployError::Review)? {
@@ -240,7 +238,9 @@ async fn apply<C: Connector, H: NodeHooks>(
         .await);
     }
     let report = super::apply(request.graph, plan, &previous, request.connector, &request.apply).await;
-    write_state(state_path, super::record(previous, request.graph, plan, &report))?;
+    // A run whose changes were commands that always run (no guard) records nothing new.
+    let (state, changed) = super::record_changed(previous, request.graph, plan, &report);
+    write_state(state_path.filter(|_| changed), state)?;
     let report = RolloutReport { apply: report, ..RolloutReport::default() };
     Ok(report)
 }

@@ -248,7 +248,9 @@ impl SshSession {
         writer.exec(true, line.into_bytes()).await.map_err(protocol)?;
         let send = async {
             if let Some(input) = input {
-                writer.data_bytes(input.to_vec()).await?;
+                // Streamed from the caller's bytes a packet at a time: a batch of
+                // files is hundreds of kilobytes per host, every host at once.
+                writer.data(input).await?;
             }
             writer.eof().await
         };
