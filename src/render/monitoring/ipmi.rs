@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::model::monitoring::{IPMI_EXPORTER_PORT, MonitoringModel};
 use crate::render::common::{owned_file, package, service};
-use crate::resource::{Content, OnChange, Resource, ResourceId, Target, TargetKind};
+use crate::resource::{Content, OnChange, Resource, ResourceId, Target};
 
 /// The exporter's configuration (the package's own `ipmi_remote.yml` is left alone).
 pub const IPMI_CONFIG: &str = "/etc/prometheus/toolkit-ipmi.yml";
@@ -97,7 +97,7 @@ pub fn render(model: &MonitoringModel, credentials: &BTreeMap<String, (String, S
     if model.bmcs.is_empty() {
         return;
     }
-    let target = Target { name: model.host.as_str().into(), kind: TargetKind::Node };
+    let target = Target::node(&model.host);
     let package_id = ResourceId::new(&target.name, "package", PACKAGE);
     out.push(package(&target, PACKAGE));
     let content = config(model, credentials).map_or_else(Content::unresolved_secret, Content::new);

@@ -27,7 +27,7 @@ use crate::model::monitoring::{self as monitoring_model, MonitoringModel};
 use crate::render::RenderError;
 use crate::render::common::{file, owned_file, package, service};
 use crate::render::slurm::Secrets;
-use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target, TargetKind};
+use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target};
 
 /// Templates of this module: `(name under templates/, text)`.
 pub const TEMPLATES: &[(&str, &str)] =
@@ -56,20 +56,20 @@ pub fn render(
     server(&monitoring, &secrets.named, out);
     ipmi::render(&monitoring, &secrets.bmcs, out);
     for node in &monitoring.nodes {
-        node_exporter(&Target { name: node.name.as_str().into(), kind: TargetKind::Node }, out);
+        node_exporter(&Target::node(&node.name), out);
     }
     for switch in &monitoring.switches {
-        node_exporter(&Target { name: switch.name.as_str().into(), kind: TargetKind::Switch }, out);
+        node_exporter(&Target::switch(&switch.name), out);
     }
     for switch in &monitoring.frr_switches {
-        frr_exporter(&Target { name: switch.name.as_str().into(), kind: TargetKind::Switch }, out);
+        frr_exporter(&Target::switch(&switch.name), out);
     }
     for exporter in &monitoring.dcgm_exporters {
         dcgm::render(exporter, out);
     }
     cluster_checks::render(&monitoring, out);
     if let Some(controller) = &monitoring.slurm_controller {
-        slurm_view(&monitoring, &Target { name: controller.as_str().into(), kind: TargetKind::Node }, out);
+        slurm_view(&monitoring, &Target::node(controller), out);
     }
     Ok(())
 }
@@ -101,7 +101,7 @@ fn defaults(target: &Target, package_name: &str, args: &str) -> Resource {
 }
 
 fn server(monitoring: &MonitoringModel, secrets: &BTreeMap<String, String>, out: &mut Vec<Resource>) {
-    let target = Target { name: monitoring.host.as_str().into(), kind: TargetKind::Node };
+    let target = Target::node(&monitoring.host);
     let prometheus_package = ResourceId::new(&target.name, "package", "prometheus");
     let alertmanager_package = ResourceId::new(&target.name, "package", "prometheus-alertmanager");
     out.push(package(&target, "prometheus"));
