@@ -14,9 +14,13 @@ systemctl disable \
     mariadb.service mariadb.socket frr.service lldpd.service \
     nfs-server.service nfs-blkmap.service nfs-client.target rpcbind.service rpcbind.socket \
     prometheus.service prometheus-alertmanager.service prometheus-node-exporter.service \
-    prometheus-frr-exporter.service apt-cacher-ng.service \
+    prometheus-frr-exporter.service prometheus-ipmi-exporter.service apt-cacher-ng.service \
     e2scrub_reap.service systemd-pstore.service \
     apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.timer fstrim.timer
+# openipmi's init script loads the IPMI kernel drivers, which a container cannot: enabled,
+# it leaves every container `degraded`. The lab only uses the package's ipmi_sim (the
+# simulated BMC the tests start), so the script is masked, not merely disabled.
+ln -sf /dev/null /etc/systemd/system/openipmi.service
 
 # Host keys are made at each container's first start, so no two containers (and no two
 # builds) share one; `toolkit lab up` then records them in the lab's known_hosts.
