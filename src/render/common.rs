@@ -38,6 +38,25 @@ pub(crate) fn apply_once(
     )
 }
 
+/// `apt-get update`, run once per content of the sources and pins it reads (`lists`:
+/// their concatenation), so new package lists are read exactly when they changed.
+pub(crate) fn apt_update(target: &Target, name: &str, lists: &Content, description: &str) -> Resource {
+    apply_once(target, name, lists, "apt-get update -q", description)
+}
+
+/// `modprobe` of each of `modules` now, once per content of the modules-load.d file
+/// (`loads`) that loads them at boot.
+pub(crate) fn load_modules(
+    target: &Target,
+    name: &str,
+    loads: &Content,
+    modules: &[&str],
+    description: &str,
+) -> Resource {
+    let command = modules.iter().map(|module| format!("modprobe {module}")).collect::<Vec<_>>().join(" && ");
+    apply_once(target, name, loads, &command, description)
+}
+
 /// `sysctl -p PATH`, run when a value the sysctl.d file at `path` sets differs from
 /// the running kernel's (read with `sysctl -n KEY…`), so a plan shows each key old →
 /// new and a value changed by hand since is set again. Keys and values come from the

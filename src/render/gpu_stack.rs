@@ -25,7 +25,9 @@ use crate::blueprint::schema::{Role, SchedulerKind, SoftwareOs};
 use crate::inventory::Inventory;
 use crate::model::software::Stack;
 use crate::model::{Group, Model};
-use crate::render::common::{APPLIED_DIR, apply_once, file, package, pinned_install, unwatched_service};
+use crate::render::common::{
+    APPLIED_DIR, apply_once, apt_update, file, load_modules, package, pinned_install, unwatched_service,
+};
 use crate::render::{RenderError, Renderer, package_cache};
 use crate::resource::{Content, Desired, Disruption, Resource, ResourceId, Target};
 
@@ -422,11 +424,10 @@ fn node_resources(target: &Target, stack: &Stack, files: &GroupFiles, out: &mut 
     }
     let mut ready = vec![curl_id.clone()];
     if let Some(lists) = &files.apt_lists {
-        let update = apply_once(
+        let update = apt_update(
             target,
             "apt-update-nvidia",
             lists,
-            "apt-get update -q",
             "read NVIDIA's package lists after their sources or pins changed",
         )
         .after(sources);
@@ -487,11 +488,11 @@ fn node_resources(target: &Target, stack: &Stack, files: &GroupFiles, out: &mut 
     }
     if let Some(peermem) = &files.peermem {
         let modules = file(target, PEERMEM_MODULES, peermem.clone(), 0o644).disrupts(Disruption::Drain);
-        let load = apply_once(
+        let load = load_modules(
             target,
             "modprobe-nvidia-peermem",
             peermem,
-            "modprobe nvidia-peermem",
+            &["nvidia-peermem"],
             "load nvidia-peermem for GPUDirect RDMA",
         )
         .after([modules.id.clone()])

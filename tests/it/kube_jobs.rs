@@ -41,6 +41,37 @@ fn token_config(pki: &Pki, server: &Server, token: &str) -> PathBuf {
     )
 }
 
+/// The stand-in API server started with `server_args`, a kubeconfig holding `token`
+/// and the example inventory pointing at it.
+struct Cluster {
+    server: Server,
+    config: PathBuf,
+    inventory: PathBuf,
+}
+
+impl Cluster {
+    fn start(pki: &Pki, token: &str, server_args: &[&str]) -> Option<Self> {
+        let server = apiserver(pki, false, &Value::Array(Vec::new()), server_args)?;
+        let config = token_config(pki, &server, token);
+        let inventory = inventory(server.dir.path(), &config);
+        Some(Self { server, config, inventory })
+    }
+
+    fn dir(&self) -> &Path {
+        self.server.dir.path()
+    }
+
+    /// `toolkit validate` of the example blueprint with `extra` arguments, writing
+    /// its results to `results.json` in the server's directory.
+    fn validate(&self, extra: &[&str]) -> (std::process::Output, PathBuf) {
+        let out = self.dir().join("results.json");
+        let mut args = vec!["validate", BLUEPRINT, "-i", self.inventory.to_str().expect("utf8")];
+        args.extend_from_slice(extra);
+        args.extend(["--results", out.to_str().expect("utf8")]);
+        (toolkit(&args), out)
+    }
+}
+
 fn results(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("results written")).expect("results JSON")
 }
@@ -77,21 +108,9 @@ async fn validators_run_as_jobs_judged_on_their_logs_and_the_jobs_are_deleted() 
         job_log("dcgm-diag", "dcgmi_diag_r3_8xh100_fail_no_fabricmanager.txt", 1),
     ];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let Some(server) = apiserver(&pki, false, &Value::Array(Vec::new()), &args) else { return };
-    let dir = server.dir.path();
-    let config = token_config(&pki, &server, TOKEN);
-    let inventory = inventory(dir, &config);
-    let out = dir.join("results.json");
-    let run = toolkit(&[
-        "validate",
-        BLUEPRINT,
-        "-i",
-        inventory.to_str().expect("utf8"),
-        "--only",
-        "gpu-inventory,nccl-single-node,dcgm-diag,storage-throughput,rail-links",
-        "--results",
-        out.to_str().expect("utf8"),
-    ]);
+    let Some(cluster) = Cluster::start(&pki, TOKEN, &args) else { return };
+    let (run, out) =
+        cluster.validate(&["--only", "gpu-inventory,nccl-single-node,dcgm-diag,storage-throughput,rail-links"]);
     assert_eq!(run.status.code(), Some(2), "{}", text(&run));
     let results = results(&out);
     let nodes = ["dgx01", "dgx02", "dgx03", "dgx04"];
@@ -126,7 +145,7 @@ async fn validators_run_as_jobs_judged_on_their_logs_and_the_jobs_are_deleted() 
         .expect("busbw");
     assert_eq!(busbw["value"], 480.16, "{busbw}");
 
-    let sent = requests(&server);
+    let sent = requests(&cluster.server);
     let created: Vec<&Value> = sent
         .iter()
         .filter(|request| {
@@ -170,7 +189,7 @@ async fn validators_run_as_jobs_judged_on_their_logs_and_the_jobs_are_deleted() 
     deleted.sort_unstable();
     paths.sort_unstable();
     assert_eq!(deleted, paths);
-    let kube = client(&config);
+    let kube = client(&cluster.config);
     let left = kube.list_selected("/apis/batch/v1/jobs", "app.kubernetes.io/managed-by=toolkit").await.expect("list");
     assert!(left.is_empty(), "{left:?}");
     let pods = kube.list_selected("/api/v1/pods", "app.kubernetes.io/managed-by=toolkit").await.expect("list");
@@ -180,26 +199,16 @@ async fn validators_run_as_jobs_judged_on_their_logs_and_the_jobs_are_deleted() 
 #[test]
 fn a_job_that_never_finishes_is_named_deleted_and_an_error() {
     let Some(pki) = Pki::make() else { return };
-    let Some(server) = apiserver(&pki, false, &Value::Array(Vec::new()), &["--job-hang", "gpu-inventory"]) else {
-        return;
-    };
-    let dir = server.dir.path();
-    let config = token_config(&pki, &server, TOKEN);
-    let inventory = inventory(dir, &config);
+    let Some(cluster) = Cluster::start(&pki, TOKEN, &["--job-hang", "gpu-inventory"]) else { return };
     // A copy of the validator with a one-second timeout, as `--validators` allows.
-    let validators = dir.join("validators");
+    let validators = cluster.dir().join("validators");
     std::fs::create_dir(&validators).expect("dir");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let spec = std::fs::read_to_string(root.join("validators/gpu-inventory.yaml")).expect("spec");
     assert!(spec.contains("\ntimeout: 60\n"), "update this test");
     std::fs::write(validators.join("gpu-inventory.yaml"), spec.replace("\ntimeout: 60\n", "\ntimeout: 1\n"))
         .expect("spec");
-    let out = dir.join("results.json");
-    let run = toolkit(&[
-        "validate",
-        BLUEPRINT,
-        "-i",
-        inventory.to_str().expect("utf8"),
+    let (run, out) = cluster.validate(&[
         "--only",
         "gpu-inventory",
         "--nodes",
@@ -208,8 +217,6 @@ fn a_job_that_never_finishes_is_named_deleted_and_an_error() {
         validators.to_str().expect("utf8"),
         "--kube-start-timeout",
         "1",
-        "--results",
-        out.to_str().expect("utf8"),
     ]);
     assert_eq!(run.status.code(), Some(2), "{}", text(&run));
     let results = results(&out);
@@ -218,7 +225,7 @@ fn a_job_that_never_finishes_is_named_deleted_and_an_error() {
     let reason = subject["reason"].as_str().expect("reason");
     assert!(reason.contains("Job `toolkit-validate/gpu-inventory-dgx01-"), "{reason}");
     assert!(reason.contains("did not finish within 2 s"), "{reason}");
-    let sent = requests(&server);
+    let sent = requests(&cluster.server);
     let created: Vec<&str> = sent
         .iter()
         .filter(|r| r["method"] == "PATCH" && r["path"].as_str().is_some_and(|p| p.contains("/jobs/")))
@@ -233,20 +240,14 @@ fn a_job_that_never_finishes_is_named_deleted_and_an_error() {
 #[test]
 fn bad_credentials_or_a_missing_kubeconfig_stop_before_any_job() {
     let Some(pki) = Pki::make() else { return };
-    let Some(server) = apiserver(&pki, false, &Value::Array(Vec::new()), &[]) else { return };
-    let dir = server.dir.path();
-    let config = token_config(&pki, &server, "expired-token");
-    let inventory = inventory(dir, &config);
-    let out = dir.join("results.json");
-    let args =
-        ["validate", BLUEPRINT, "-i", inventory.to_str().expect("utf8"), "--results", out.to_str().expect("utf8")];
-    let run = toolkit(&args);
+    let Some(cluster) = Cluster::start(&pki, "expired-token", &[]) else { return };
+    let (run, out) = cluster.validate(&[]);
     assert_eq!(run.status.code(), Some(1), "{}", text(&run));
     let said = text(&run);
     assert!(said.contains("401 Unauthorized") && said.contains("user `someone`"), "{said}");
     assert!(!said.contains("expired-token"), "the token is never shown: {said}");
     assert!(!out.exists(), "no results from a run that could not start");
-    assert!(!requests(&server).iter().any(|r| r["path"].as_str().is_some_and(|p| p.contains("/jobs"))));
+    assert!(!requests(&cluster.server).iter().any(|r| r["path"].as_str().is_some_and(|p| p.contains("/jobs"))));
 
     // The example inventory as shipped: its kubeconfig is the user's to write.
     let run = toolkit(&[
@@ -268,26 +269,9 @@ fn multi_node_nccl_runs_as_an_mpijob_that_validates_against_the_mpi_operators_cr
     let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubernetes/mpi-operator-crds");
     let recorded = job_log("nccl-multi-node", "nccl_all_reduce_2node_h100_ib_ndr_xe9680.txt", 0);
     let crds = crds.to_str().expect("utf8");
-    let Some(server) = apiserver(&pki, false, &Value::Array(Vec::new()), &["--crds", crds, &recorded]) else {
-        return;
-    };
-    let dir = server.dir.path();
-    let config = token_config(&pki, &server, TOKEN);
-    let inventory = inventory(dir, &config);
-    let out = dir.join("results.json");
+    let Some(cluster) = Cluster::start(&pki, TOKEN, &["--crds", crds, &recorded]) else { return };
     // Two nodes, as the recorded run (2x 8 H100, 16 ranks).
-    let run = toolkit(&[
-        "validate",
-        BLUEPRINT,
-        "-i",
-        inventory.to_str().expect("utf8"),
-        "--only",
-        "nccl-multi-node",
-        "--nodes",
-        "dgx01,dgx02",
-        "--results",
-        out.to_str().expect("utf8"),
-    ]);
+    let (run, out) = cluster.validate(&["--only", "nccl-multi-node", "--nodes", "dgx01,dgx02"]);
     let results = results(&out);
     assert_eq!(
         verdicts(&results, "nccl-multi-node"),
@@ -296,7 +280,7 @@ fn multi_node_nccl_runs_as_an_mpijob_that_validates_against_the_mpi_operators_cr
         text(&run)
     );
     assert_eq!(run.status.code(), Some(0), "{}", text(&run));
-    let sent = requests(&server);
+    let sent = requests(&cluster.server);
     let created: Vec<&Value> = sent
         .iter()
         .filter(|r| r["method"] == "PATCH" && r["path"].as_str().is_some_and(|p| p.contains("/mpijobs/")))

@@ -28,7 +28,7 @@ use crate::inventory::secrets::resolve;
 use crate::model::Model;
 use crate::model::kubeadm::{self, KubeNode, KubeadmModel};
 use crate::render::common::{
-    apply_once, file, package, pinned_install, secret_file, service, sysctl_apply, unwatched_service,
+    apt_update, file, load_modules, package, pinned_install, secret_file, service, sysctl_apply, unwatched_service,
 };
 use crate::render::gpu_stack::is_fake;
 use crate::render::{RenderError, Renderer, package_cache};
@@ -340,11 +340,11 @@ fn node_resources(
     out: &mut Vec<Resource>,
 ) -> Vec<ResourceId> {
     let modules = file(target, MODULES, files.modules.clone(), 0o644);
-    let load = apply_once(
+    let load = load_modules(
         target,
         "modprobe-kubernetes",
         &files.modules,
-        "modprobe overlay && modprobe br_netfilter",
+        &["overlay", "br_netfilter"],
         "load overlay and br_netfilter for containerd and kube-proxy",
     )
     .after([modules.id.clone()]);
@@ -405,11 +405,10 @@ fn node_resources(
     .after([curl_id.clone()]);
     let source = file(target, KUBERNETES_SOURCE, files.source.clone(), 0o644).after([key.id.clone()]);
     let pin = file(target, KUBERNETES_PIN, files.pin.clone(), 0o644);
-    let update = apply_once(
+    let update = apt_update(
         target,
         "apt-update-kubernetes",
         &files.apt_lists,
-        "apt-get update -q",
         "read the Kubernetes package lists after their source or pin changed",
     )
     .after([source.id.clone(), pin.id.clone()]);
