@@ -9,6 +9,6 @@ pub use crate::model::slurm::HEALTH_PROGRAM as PROGRAM;
 /// Templates of the health program and its units: `(name under templates/, text)`.
 pub const TEMPLATES: &[(&str, &str)] = &[
     ("health/check.sh.j2", include_str!("../../templates/health/check.sh.j2")),
-    ("health/toolkit-health-slow.service.j2", include_str!("../../templates/health/toolkit-health-slow.service.j2")),
-    ("health/toolkit-health-slow.timer.j2", include_str!("../../templates/health/toolkit-health-slow.timer.j2")),
+    ("health/toolkit-health.service.j2", include_str!("../../templates/health/toolkit-health.service.j2")),
+    ("health/toolkit-health.timer.j2", include_str!("../../templates/health/toolkit-health.timer.j2")),
 ];

@@ -18,7 +18,8 @@ use crate::redfish::{Server, free_port, venv_program};
 
 pub(crate) const TOKEN: &str = "k8s-Bearer-T0ken-never-shown";
 
-/// A CA, a server certificate for 127.0.0.1 and a client certificate (CN `toolkit-admin`), made with openssl.
+/// A CA, a server certificate for 127.0.0.1 and client certificates (CN `toolkit-admin`, and
+/// `system:node:dgx01` as a kubelet's), made with openssl.
 pub(crate) struct Pki {
     dir: tempfile::TempDir,
 }
@@ -33,10 +34,12 @@ impl Pki {
             "subjectAltName=DNS:api.lab.example,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
         );
         ca.issue("client", "/CN=toolkit-admin/O=system:masters", "extendedKeyUsage=clientAuth\n");
+        // A kubelet's client certificate, as its TLS bootstrap gets it (kube_health.rs).
+        ca.issue("node", "/CN=system:node:dgx01/O=system:nodes", "extendedKeyUsage=clientAuth\n");
         Some(Self { dir })
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 

@@ -4,6 +4,7 @@ mod cloud;
 mod deploy;
 mod firmware;
 mod kube_api;
+mod kube_health;
 mod kube_jobs;
 mod kubeadm;
 mod kubernetes;

@@ -16,6 +16,14 @@ tests/support/kube-responses/ (each body cites where its format comes from, SOUR
   Before persisting, the object is validated: Kueue kinds against their CRD's OpenAPI schema
   (python `jsonschema`) plus Topology's CEL rules, core kinds with `kubernetes-validate`;
   failures are a 422 `Invalid` with one cause per field.
+- PATCH `application/merge-patch+json` (RFC 7386, what `kubectl patch --type merge` sends): the
+  patch merged into the object, `null` removing a key; a `metadata.resourceVersion` in the patch
+  is a precondition (409 `Conflict` when the object changed since, as `errors.NewConflict`).
+- Nodes' own credentials (a client certificate `CN=system:node:NAME`) as the Node authorizer
+  (plugin/pkg/auth/authorizer/node/node_authorizer.go, `authorizeNode`) and the NodeRestriction
+  admission plugin (plugin/pkg/admission/noderestriction/admission.go, `admitNode`) treat them:
+  get and patch of their own Node only, and a patch that changes `spec.taints` is forbidden.
+- Discovery (`/api`, `/apis`, `/api/v1`, `/apis/GROUP/VERSION`) in the legacy format, for kubectl.
 - DELETE: 200 `Status` Success with details; 404 when absent. Deleting a Job deletes its pods
   (the garbage collector's work for `propagationPolicy=Background`).
 - Jobs (batch/v1, validated with `kubernetes-validate`) and MPIJobs (kubeflow.org/v2beta1, against
@@ -257,7 +265,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 if code == 200:
                     return self.reply_text(code, body)
                 return self.reply(code, body)
-            code, body = route(self.server, method, url.path, query, raw, user, self.headers.get("Content-Type"))
+            answer = discovery(self.server.store, url.path) if method == "GET" else None
+            code, body = answer or route(self.server, method, url.path, query, raw, user,
+                                         self.headers.get("Content-Type"))
         self.reply(code, body)
 
     def do_GET(self):
@@ -287,6 +297,59 @@ def parse_path(path):
     return group, version, namespace, rest[0], rest[1] if len(rest) == 2 else None
 
 
+def discovery(store, path):
+    """The legacy discovery documents kubectl reads before a request (None: not one of them)."""
+    parts = [part for part in path.split("/") if part]
+    groups = sorted({(g, v) for (g, v, _) in store.kinds if g})
+    if parts == ["api"]:
+        return 200, {"kind": "APIVersions", "versions": ["v1"],
+                     "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}
+    if parts == ["apis"]:
+        listed = []
+        for name in sorted({g for g, _ in groups}):
+            versions = [{"groupVersion": f"{name}/{v}", "version": v} for g, v in groups if g == name]
+            listed.append({"name": name, "versions": versions, "preferredVersion": versions[0]})
+        return 200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": listed}
+    if parts == ["api", "v1"] or (len(parts) == 3 and parts[0] == "apis"):
+        group, version = ("", "v1") if parts[0] == "api" else (parts[1], parts[2])
+        resources = [{"name": plural, "singularName": info["kind"].lower(), "namespaced": info["namespaced"],
+                      "kind": info["kind"], "verbs": ["get", "list", "patch", "delete"]}
+                     for (g, v, plural), info in sorted(store.kinds.items()) if (g, v) == (group, version)]
+        if not resources:
+            return None
+        return 200, {"kind": "APIResourceList", "apiVersion": "v1",
+                     "groupVersion": f"{group}/{version}" if group else version, "resources": resources}
+    return None
+
+
+def merge_patch(target, patch):
+    """RFC 7386: maps merge key by key, null removes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def node_denied(user, verb, plural, name, before, after):
+    """What the Node authorizer and NodeRestriction refuse a kubelet's own credentials (None: allowed)."""
+    if not (user or "").startswith("system:node:") or plural != "nodes":
+        return None
+    node = user[len("system:node:"):]
+    if verb in ("get", "list") and name != node:  # node_authorizer.go authorizeNode
+        return (f'nodes "{name or ""}" is forbidden: User "{user}" cannot {verb} resource "nodes" in API group "" '
+                f"at the cluster scope: node '{node}' cannot read '{name or 'all nodes'}', only its own Node object")
+    if verb == "patch" and name != node:  # admission.go admitNode
+        return f'nodes "{name}" is forbidden: node "{node}" is not allowed to modify node "{name}"'
+    if verb == "patch" and (before.get("spec") or {}).get("taints") != (after.get("spec") or {}).get("taints"):
+        return f'nodes "{name}" is forbidden: node "{node}" is not allowed to modify taints'
+    return None
+
+
 def route(server, method, path, query, raw, user, content_type):
     store = server.store
     parsed = parse_path(path)
@@ -304,6 +367,10 @@ def route(server, method, path, query, raw, user, content_type):
                       details)
     key = (group, plural, namespace, name)
     entry = store.objects.get(key)
+    if method == "GET":
+        denied = node_denied(user, verb, plural, name, {}, {})
+        if denied:
+            return status(403, "Forbidden", denied, details)
     if method == "GET" and name is None:
         selector = query.get("labelSelector", "")
         want = dict(part.split("=", 1) for part in selector.split(",") if "=" in part)
@@ -330,6 +397,22 @@ def route(server, method, path, query, raw, user, content_type):
         gone = dict(details, uid=entry["object"]["metadata"]["uid"])
         return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": gone}
     # PATCH
+    if "merge-patch+json" in (content_type or ""):
+        if entry is None:
+            return status(404, "NotFound", f'{resource} "{name}" not found', details)
+        patch = json.loads(raw)
+        before = entry["object"]
+        wanted = (patch.get("metadata") or {}).get("resourceVersion")
+        if wanted is not None and wanted != before["metadata"]["resourceVersion"]:  # errors.go NewConflict
+            return status(409, "Conflict", f'Operation cannot be fulfilled on {resource} "{name}": the object has been '
+                          "modified; please apply your changes to the latest version and try again", details)
+        after = merge_patch(before, patch)
+        denied = node_denied(user, verb, plural, name, before, after)
+        if denied:
+            return status(403, "Forbidden", denied, details)
+        after["metadata"]["resourceVersion"] = store.resource_version()
+        entry["object"] = after
+        return 200, shown(entry)
     if "apply-patch" not in (content_type or ""):
         return status(415, "UnsupportedMediaType", 'the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml')
     manager = query.get("fieldManager")

@@ -42,10 +42,28 @@ use super::subjects::Site;
 /// starts with it are resumed by them.
 pub const REASON_PREFIX: &str = "toolkit:health";
 
+/// What takes a node whose `drain` check fails out of service, and what runs the
+/// fast checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NodeControl {
+    /// slurmd runs the fast checks (`HealthCheckProgram`); `scontrol` drains and resumes.
+    #[default]
+    Slurm,
+    /// A systemd timer runs the fast checks; the node cordons and uncordons itself
+    /// through the API server with the kubelet's credentials (`kubectl`), marked by
+    /// the annotation [`CORDON_ANNOTATION`].
+    Kubernetes,
+}
+
+/// The annotation on a Node that toolkit's health checks cordoned: `<checks>: <detail>`.
+/// Only a node that carries it is uncordoned by them.
+pub const CORDON_ANNOTATION: &str = "toolkit.io/health";
+
 /// What a failing check does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum OnFailure {
-    /// Drain the node in Slurm with the check in the reason (and alert).
+    /// Take the node out of service (Slurm drain, Kubernetes cordon) with the check in
+    /// the reason (and alert).
     Drain,
     /// Only the metric (alerting is Prometheus' job).
     Alert,
@@ -75,6 +93,8 @@ pub struct Settings {
     pub on_failure: OnFailure,
     /// Per check id.
     pub checks: BTreeMap<String, OnFailure>,
+    /// Slurm or Kubernetes, from the blueprint's scheduler.
+    pub control: NodeControl,
 }
 
 impl Default for Settings {
@@ -85,6 +105,7 @@ impl Default for Settings {
             cluster_interval: Duration::from_mins(10),
             on_failure: OnFailure::Drain,
             checks: BTreeMap::new(),
+            control: NodeControl::Slurm,
         }
     }
 }
@@ -113,6 +134,10 @@ impl Settings {
             cluster_interval: interval("cluster_interval", &health.cluster_interval)?,
             on_failure: action(health.on_failure),
             checks: health.checks.iter().map(|(id, declared)| (id.clone(), action(*declared))).collect(),
+            control: match blueprint.scheduler.kind {
+                crate::blueprint::schema::SchedulerKind::Slurm => NodeControl::Slurm,
+                crate::blueprint::schema::SchedulerKind::Kubernetes => NodeControl::Kubernetes,
+            },
         }))
     }
 

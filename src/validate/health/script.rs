@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use super::{NodeChecks, REASON_PREFIX};
+use super::{CORDON_ANNOTATION, NodeChecks, NodeControl, REASON_PREFIX};
 use crate::render::{RenderError, Renderer};
 use crate::transport::quote::quote;
 
@@ -16,6 +16,19 @@ pub const TEMPLATE: &str = "health/check.sh.j2";
 /// Where node exporter's textfile collector reads `*.prom` files.
 pub const TEXTFILE_DIR: &str = crate::model::monitoring::TEXTFILE_DIR;
 
+/// The kubelet's kubeconfig as kubeadm writes it: the node cordons itself with the
+/// kubelet's own credentials (NodeRestriction lets a node patch its own Node's
+/// `spec.unschedulable` and annotations, not its taints: docs/health.md).
+pub const KUBECONFIG: &str = crate::render::kubeadm::KUBELET_CONF;
+
+/// The lock the fast and slow runs take around the decision on Kubernetes (the Slurm
+/// script has the same path written out).
+pub const LOCK: &str = "/run/toolkit-health.lock";
+
+/// kubectl's discovery cache: the node's runs share it instead of asking the API
+/// server for its resource lists on every run (a systemd unit has no `$HOME`).
+pub const KUBECTL_CACHE: &str = "/var/cache/toolkit/kubectl";
+
 /// The marker that ends each probe's here-document.
 const PROBE_END: &str = "TOOLKIT_PROBE";
 
@@ -24,6 +37,13 @@ struct ScriptView<'a> {
     node: String,
     textfile_dir: &'static str,
     reason_prefix: &'static str,
+    kubernetes: bool,
+    kubeconfig: &'static str,
+    lock: &'static str,
+    kubectl_cache: &'static str,
+    annotation: &'static str,
+    /// The annotation's key as a kubectl JSONPath segment (its dots escaped).
+    annotation_path: String,
     checks: Vec<CheckView<'a>>,
 }
 
@@ -41,11 +61,11 @@ struct CheckView<'a> {
     skipped: Option<String>,
 }
 
-/// The script of `checks.node`.
+/// The script of `checks.node`, taking the node out of service the way `control` does.
 ///
 /// # Errors
 /// The template fails, or a probe contains the line that would end its here-document.
-pub fn render(checks: &NodeChecks, renderer: &Renderer) -> Result<String, RenderError> {
+pub fn render(checks: &NodeChecks, control: NodeControl, renderer: &Renderer) -> Result<String, RenderError> {
     let views: Vec<CheckView<'_>> = checks
         .checks
         .iter()
@@ -92,6 +112,12 @@ pub fn render(checks: &NodeChecks, renderer: &Renderer) -> Result<String, Render
             node: quote(&checks.node).into_owned(),
             textfile_dir: TEXTFILE_DIR,
             reason_prefix: REASON_PREFIX,
+            kubernetes: control == NodeControl::Kubernetes,
+            kubeconfig: KUBECONFIG,
+            lock: LOCK,
+            kubectl_cache: KUBECTL_CACHE,
+            annotation: CORDON_ANNOTATION,
+            annotation_path: CORDON_ANNOTATION.replace('.', "\\."),
             checks: views,
         },
     )

@@ -79,7 +79,7 @@ fn every_compute_node_gets_the_validators_with_probes_and_their_limits() {
 fn the_script_of_a_lab_node() {
     let nodes = lab_checks(&["node01", "node02", "node03", "node04"]);
     let renderer = Renderer::embedded().expect("templates");
-    let text = script::render(&nodes[1], &renderer).expect("renders");
+    let text = script::render(&nodes[1], NodeControl::Slurm, &renderer).expect("renders");
     insta::assert_snapshot!(text);
 }
 
@@ -192,4 +192,50 @@ fn the_services_check_names_the_daemons_deployed_on_the_node() {
     let printed =
         run_probe_with(probe, &[("systemctl", r#"case "$2" in munge) echo failed; exit 3 ;; *) echo active ;; esac"#)]);
     assert_eq!(printed, "inactive 1\ndetail munge failed\n");
+}
+
+/// blueprints/h100-kubeadm.yaml with monitoring on.
+fn kubeadm_with_monitoring() -> (Model, Settings) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/blueprints/h100-kubeadm.yaml");
+    let text = std::fs::read_to_string(path).expect("blueprint");
+    let text = format!("{text}\nmonitoring:\n  health: {{ fast_interval: 5m, slow_interval: 1h }}\n");
+    let loaded = crate::blueprint::load::load_text(Path::new("h100-kubeadm.yaml"), text).expect("loads");
+    let settings = Settings::from_blueprint(&loaded.blueprint).expect("parses").expect("a monitoring section");
+    (crate::model::expand(&loaded.blueprint).expect("expands"), settings)
+}
+
+#[test]
+fn a_kubeadm_node_runs_its_fast_checks_from_a_timer_and_cordons_itself() {
+    let (model, settings) = kubeadm_with_monitoring();
+    assert_eq!(settings.control, NodeControl::Kubernetes);
+    let catalog = Catalog::builtin().unwrap_or_else(|problems| panic!("{}", problems.render()));
+    let nodes = plan(&catalog, &model, &settings, &BTreeSet::new()).expect("plans");
+    assert_eq!(nodes.iter().map(|n| n.node.as_str()).collect::<Vec<_>>(), ["dgx01", "dgx02", "dgx03", "dgx04"]);
+    let renderer = Renderer::embedded().expect("templates");
+    let mut out = Vec::new();
+    resources::resources(&nodes[..1], &settings, &renderer, &mut out).expect("renders");
+    let shown: String = out
+        .iter()
+        .map(|resource| match resource.desired.as_ref() {
+            crate::resource::Desired::File { path, content, mode, .. } => {
+                format!("==> {path} ({mode:o})\n{}\n", content.text())
+            }
+            other => format!("==> {} {other:?}\n\n", resource.id.as_str()),
+        })
+        .collect();
+    // The Slurm parts are not rendered: no scontrol, no slurmd.
+    assert!(!shown.contains("scontrol"), "{shown}");
+    assert!(shown.contains("toolkit-health-fast.timer"), "{shown}");
+    insta::assert_snapshot!(shown);
+}
+
+#[test]
+fn a_slurm_node_gets_no_fast_timer() {
+    let nodes = lab_checks(&[]);
+    let renderer = Renderer::embedded().expect("templates");
+    let mut out = Vec::new();
+    resources::resources(&nodes[..1], &lab_settings(), &renderer, &mut out).expect("renders");
+    let ids: Vec<&str> = out.iter().map(|resource| resource.id.as_str()).collect();
+    assert!(ids.iter().all(|id| !id.contains("toolkit-health-fast")), "{ids:?}");
+    assert!(ids.iter().any(|id| id.contains("toolkit-health-slow.timer")), "{ids:?}");
 }
