@@ -37,19 +37,8 @@ impl Site {
     pub fn from_inventory(inventory: &Inventory) -> Self {
         Self {
             hosts: inventory.hosts.keys().chain(inventory.switches.keys()).cloned().collect(),
-            port_prefixes: inventory
-                .switches
-                .iter()
-                .filter_map(|(name, switch)| switch.port_prefix.clone().map(|prefix| (name.clone(), prefix)))
-                .collect(),
-            rail_macs: inventory
-                .hosts
-                .iter()
-                .filter(|(_, host)| !host.rail_macs.is_empty())
-                .map(|(name, host)| {
-                    (name.clone(), host.rail_macs.iter().map(|(rail, mac)| (*rail, mac.to_lowercase())).collect())
-                })
-                .collect(),
+            port_prefixes: crate::topology::lldp::port_prefixes(inventory),
+            rail_macs: crate::topology::lldp::rail_macs(inventory),
         }
     }
 
