@@ -381,6 +381,8 @@ pub fn base_context(model: &Model, site: &Site, selected: &[usize], params: &BTr
         "monitoring": crate::model::monitoring::monitoring(model, None).map(|monitoring| json!({
             "host": monitoring.host,
             "hosts": monitoring.nodes.iter().chain(&monitoring.switches).map(|target| target.name.clone()).collect::<Vec<_>>(),
+            // The node groups whose nodes run the health program (scrape label `group`).
+            "health_groups": model.groups.iter().filter(|group| group.has_role(Role::Compute)).map(|group| group.name.clone()).collect::<Vec<_>>(),
         })),
         "reachable": site.hosts.len(),
     }))
