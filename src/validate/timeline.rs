@@ -61,9 +61,11 @@ pub fn build(spec: &TimelineSpec, context: &Value) -> Option<Timeline> {
     Some(Timeline { name: spec.name.clone(), times, rows, passing })
 }
 
-/// `(row, label, [(time, value)])` of each series `expression` gives; `None` when it
-/// does not evaluate to a list.
-fn items(spec: &TimelineSpec, expression: &str, context: &Value) -> Option<Vec<(String, String, Vec<(f64, f64)>)>> {
+/// One series of a timeline: its row, its label and its `(time, value)` points.
+type Item = (String, String, Vec<(f64, f64)>);
+
+/// The items `expression` gives; `None` when it does not evaluate to a list.
+fn items(spec: &TimelineSpec, expression: &str, context: &Value) -> Option<Vec<Item>> {
     let mut found = Vec::new();
     for item in expr::evaluate(expression, context).ok()?.try_iter().ok()? {
         let scoped = expr::with_item(context, item);

@@ -57,25 +57,27 @@ pub fn render(model: &Model, inventory: Option<&Inventory>, monitoring: &Monitor
     let plans = lldp_plan.switch_plans();
     let interval = crate::blueprint::duration::parse(&monitoring.settings.health.cluster_interval)
         .map_or(600, |length| length.as_secs().max(5));
-    let unit = format!(
+    let unit = Content::new(format!(
         "# Rendered by toolkit: this switch's cabling against the plan (LLDP neighbours).\n\
          [Unit]\nDescription=toolkit cabling check\nAfter=lldpd.service\n\n\
          [Service]\nType=oneshot\nExecStart=/usr/bin/python3 {PROGRAM} {PLAN} {TEXTFILE_DIR} {STATE}\n"
-    );
+    ));
     // The first run one interval after the timer starts: lldpd (re)started by the same
     // deploy has an empty table for its first announce interval.
-    let timer = format!(
+    let timer = Content::new(format!(
         "# Rendered by toolkit: checks the cabling every cluster_interval.\n[Unit]\n\
          Description=toolkit cabling check, every {interval} s\n\n[Timer]\nOnActiveSec={interval}s\n\
          OnUnitActiveSec={interval}s\nAccuracySec=1s\n\n[Install]\nWantedBy=timers.target\n"
-    );
+    ));
+    // One copy of the texts every switch shares (content is reference-counted).
+    let program_text = Content::new(PROGRAM_TEXT.to_owned());
     for switch in &monitoring.frr_switches {
         let Some(switch_plan) = plans.get(switch.name.as_str()) else { continue };
         let target = Target::switch(&switch.name);
-        let program = file(&target, PROGRAM, Content::new(PROGRAM_TEXT.to_owned()), 0o755);
+        let program = file(&target, PROGRAM, program_text.clone(), 0o755);
         let plan = file(&target, PLAN, Content::new(plan(switch_plan)), 0o644);
-        let unit = file(&target, SERVICE, Content::new(unit.clone()), 0o644);
-        let timer = file(&target, TIMER, Content::new(timer.clone()), 0o644);
+        let unit = file(&target, SERVICE, unit.clone(), 0o644);
+        let timer = file(&target, TIMER, timer.clone(), 0o644);
         let watched = vec![program.id.clone(), plan.id.clone(), unit.id.clone(), timer.id.clone()];
         out.extend([program, plan, unit, timer]);
         out.push(service(&target, "toolkit-cabling-check.timer", watched, OnChange::Restart).after([
