@@ -61,7 +61,7 @@ struct Report {
 }
 
 /// The metrics files of the node health program, both cadences, and of the
-/// controller's cluster-scope checks.
+/// cluster-scope checks (the controller's BGP checks, a switch's cabling check).
 const HEALTH_FILES: &str = "cat /var/lib/prometheus/node-exporter/toolkit_health_fast.prom \
     /var/lib/prometheus/node-exporter/toolkit_health_slow.prom \
     /var/lib/prometheus/node-exporter/toolkit_health_cluster.prom 2>/dev/null; true";
@@ -100,8 +100,8 @@ async fn prometheus_health(pool: &impl crate::transport::Connector, host: &str) 
         .map_err(|error| format!("Prometheus on {host}: {error}"))
 }
 
-/// Each compute node's health files (and the cluster checks' host's), read over SSH
-/// in parallel.
+/// Each compute node's health files (and the cluster checks' host's and switches'), read
+/// over SSH in parallel.
 async fn node_health(
     pool: &impl crate::transport::Connector,
     nodes: &[String],
@@ -156,11 +156,13 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         .filter(|node| model.groups[node.group].has_role(Role::Compute))
         .map(|n| n.name.clone())
         .collect();
-    // The cluster-scope checks' host, when it runs them (with FRR switches to check).
-    if let Some(monitoring) = monitoring.filter(|monitoring| !monitoring.frr_switches.is_empty())
-        && !compute.contains(&monitoring.cluster_checks_host)
-    {
-        compute.push(monitoring.cluster_checks_host);
+    // The cluster-scope checks' host, when it runs them (with FRR switches to check),
+    // and the FRR switches, which check their own cabling.
+    if let Some(monitoring) = monitoring.filter(|monitoring| !monitoring.frr_switches.is_empty()) {
+        if !compute.contains(&monitoring.cluster_checks_host) {
+            compute.push(monitoring.cluster_checks_host);
+        }
+        compute.extend(monitoring.frr_switches.into_iter().map(|switch| switch.name));
     }
     let (held, scheduler_error, seen, health, health_unread) = live::runtime()?.block_on(async {
         let result = match pool.connect(&controller).await {

@@ -85,8 +85,9 @@ pub fn render(results: &Results) -> String {
     out
 }
 
-/// The health history (timelines) as one line per node that failed: which checks,
-/// in how many buckets, and the nodes that never failed counted.
+/// The health history (timelines) as one line per node that failed or went silent:
+/// which checks, in how many buckets, in how many it reported nothing, and the nodes
+/// that never failed counted.
 fn history(out: &mut String, results: &Results) {
     let timelines = results.validators.iter().flat_map(|validator| &validator.subjects).flat_map(|s| &s.timelines);
     for timeline in timelines {
@@ -96,14 +97,16 @@ fn history(out: &mut String, results: &Results) {
             let mut checks: Vec<&str> = failing.iter().flat_map(|checks| checks.iter().map(String::as_str)).collect();
             checks.sort_unstable();
             checks.dedup();
-            let _ = writeln!(
-                out,
-                "- {}: {} in {} of {} buckets",
-                inline(&row.name),
-                inline(&checks.join(", ")),
-                failing.len(),
-                timeline.times.len()
-            );
+            let buckets = timeline.times.len();
+            let mut parts = Vec::new();
+            if !failing.is_empty() {
+                parts.push(format!("{} in {} of {buckets} buckets", inline(&checks.join(", ")), failing.len()));
+            }
+            let silent = row.silent.iter().filter(|quiet| **quiet).count();
+            if silent > 0 {
+                parts.push(format!("no data in {silent} of {buckets} buckets"));
+            }
+            let _ = writeln!(out, "- {}: {}", inline(&row.name), parts.join("; "));
         }
         let _ = writeln!(out, "- {} nodes never failed\n", timeline.passing.len());
     }

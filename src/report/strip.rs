@@ -9,7 +9,7 @@
 use serde::Serialize;
 
 use crate::report::svg::{CHAR_WIDTH, px};
-use crate::validate::results::Timeline;
+use crate::validate::results::{Timeline, TimelineRow};
 
 const WIDTH: f64 = 720.0;
 const ROW_HEIGHT: f64 = 16.0;
@@ -58,14 +58,16 @@ pub struct StripRow {
     pub cells: Vec<StripCell>,
 }
 
-/// A failing stretch of one row.
+/// A failing or silent stretch of one row.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct StripCell {
     /// Left edge.
     pub x: f64,
     /// Width.
     pub width: f64,
-    /// Tooltip: when and which checks.
+    /// `failing` (red) or `silent` (grey: no data, the node reported nothing).
+    pub state: &'static str,
+    /// Tooltip: when and which checks, or that there is no data.
     pub title: String,
 }
 
@@ -95,7 +97,8 @@ pub fn strip_chart(timeline: &Timeline) -> Option<StripChart> {
     // A bucket lasts as long as the spacing of the times (the query's step).
     let step = if buckets > 1 { (timeline.times[buckets - 1] - timeline.times[0]) / (buckets - 1) as f64 } else { 0.0 };
     let mut ranked: Vec<_> = timeline.rows.iter().collect();
-    ranked.sort_by_key(|row| std::cmp::Reverse(row.failing.iter().filter(|cell| !cell.is_empty()).count()));
+    ranked
+        .sort_by_key(|row| std::cmp::Reverse((0..buckets).filter(|index| bucket_state(row, *index).is_some()).count()));
     let drawn = &ranked[..ranked.len().min(MAX_ROWS)];
     let longest = drawn.iter().map(|row| row.name.chars().count()).max().unwrap_or(0);
     let left = px((longest as f64).mul_add(CHAR_WIDTH, 12.0).clamp(48.0, 200.0));
@@ -108,23 +111,21 @@ pub fn strip_chart(timeline: &Timeline) -> Option<StripChart> {
             let mut cells: Vec<StripCell> = Vec::new();
             let mut start = 0;
             while start < buckets {
-                let checks = row.failing.get(start).filter(|checks| !checks.is_empty());
-                let Some(checks) = checks else {
+                let Some(state) = bucket_state(row, start) else {
                     start += 1;
                     continue;
                 };
-                let end = (start..buckets).find(|at| row.failing.get(*at) != Some(checks)).unwrap_or(buckets);
+                let end = (start..buckets).find(|at| bucket_state(row, *at) != Some(state)).unwrap_or(buckets);
                 let until = timeline.times.get(end).copied().unwrap_or(timeline.times[buckets - 1] + step);
+                let what = match state {
+                    Bucket::Failing(checks) => checks.join(", "),
+                    Bucket::Silent => "no data (no health check ran or was scraped)".to_owned(),
+                };
                 cells.push(StripCell {
                     x: px((start as f64).mul_add(cell_width, left)),
                     width: px((end - start) as f64 * cell_width),
-                    title: format!(
-                        "{}, {} to {} UTC: {}",
-                        row.name,
-                        clock(timeline.times[start]),
-                        clock(until),
-                        checks.join(", ")
-                    ),
+                    state: if matches!(state, Bucket::Silent) { "silent" } else { "failing" },
+                    title: format!("{}, {} to {} UTC: {what}", row.name, clock(timeline.times[start]), clock(until)),
                 });
                 start = end;
             }
@@ -151,6 +152,24 @@ pub fn strip_chart(timeline: &Timeline) -> Option<StripChart> {
     })
 }
 
+/// What one bucket of a row shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bucket<'a> {
+    /// These checks failed.
+    Failing(&'a [String]),
+    /// The node reported nothing.
+    Silent,
+}
+
+/// A bucket's state; `None` when the node reported and passed.
+fn bucket_state(row: &TimelineRow, index: usize) -> Option<Bucket<'_>> {
+    match row.failing.get(index) {
+        Some(checks) if !checks.is_empty() => Some(Bucket::Failing(checks)),
+        _ if row.is_silent(index) => Some(Bucket::Silent),
+        _ => None,
+    }
+}
+
 fn duration(seconds: f64) -> String {
     if seconds >= 3600.0 && seconds % 3600.0 == 0.0 {
         format!("{} h", seconds / 3600.0)
@@ -164,7 +183,7 @@ fn duration(seconds: f64) -> String {
 fn note(timeline: &Timeline, hidden: usize) -> String {
     let mut parts = Vec::new();
     if hidden > 0 {
-        parts.push(format!("{hidden} more nodes failed less often (in the results JSON)"));
+        parts.push(format!("{hidden} more nodes failed or went silent less often (in the results JSON)"));
     }
     let passing = timeline.passing.len();
     if timeline.rows.is_empty() {
@@ -173,13 +192,15 @@ fn note(timeline: &Timeline, hidden: usize) -> String {
         let names = if passing <= 8 { format!(": {}", timeline.passing.join(", ")) } else { String::new() };
         parts.push(format!("{passing} nodes never failed{names}"));
     }
+    if timeline.rows.iter().any(|row| row.silent.contains(&true)) {
+        parts.push("grey: no data (the node reported no health check run)".to_owned());
+    }
     parts.join("; ")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::validate::results::TimelineRow;
 
     fn checks(names: &[&str]) -> Vec<String> {
         names.iter().map(|name| (*name).to_owned()).collect()
@@ -199,6 +220,7 @@ mod tests {
         let row = TimelineRow {
             name: "node02".to_owned(),
             failing: vec![checks(&["rail-links"]), checks(&["rail-links"]), vec![], checks(&["mtu", "rail-links"])],
+            silent: vec![],
         };
         let chart = strip_chart(&timeline(vec![row], 4093)).expect("chart");
         let cells = &chart.rows[0].cells;
@@ -217,13 +239,33 @@ mod tests {
             .map(|index| TimelineRow {
                 name: format!("node{index:03}"),
                 failing: (0..4).map(|bucket| if bucket < index % 4 + 1 { checks(&["gpu"]) } else { vec![] }).collect(),
+                silent: vec![],
             })
             .collect();
         let chart = strip_chart(&timeline(rows, 3)).expect("chart");
         assert_eq!(chart.rows.len(), MAX_ROWS);
         assert!((chart.rows[0].cells[0].width - (chart.right - chart.left)).abs() < 0.2);
-        assert!(chart.note.starts_with("36 more nodes failed less often"), "{}", chart.note);
+        assert!(chart.note.starts_with("36 more nodes failed or went silent less often"), "{}", chart.note);
         assert!(chart.note.ends_with("3 nodes never failed: node0000, node0001, node0002"), "{}", chart.note);
         assert!((chart.height - (chart.bottom + BOTTOM)).abs() < 0.1);
+    }
+
+    #[test]
+    fn a_node_without_data_is_grey_not_passing() {
+        let row = TimelineRow {
+            name: "node03".to_owned(),
+            failing: vec![vec![], vec![], vec![], checks(&["services"])],
+            silent: vec![false, true, true, false],
+        };
+        let chart = strip_chart(&timeline(vec![row], 3)).expect("chart");
+        let cells = &chart.rows[0].cells;
+        let states: Vec<&str> = cells.iter().map(|cell| cell.state).collect();
+        assert_eq!(states, ["silent", "failing"], "{cells:?}");
+        assert_eq!(
+            cells[0].title,
+            "node03, 11-26 09:00 to 11-26 11:00 UTC: no data (no health check ran or was scraped)"
+        );
+        assert!((cells[0].width - 2.0 * cells[1].width).abs() < 0.2, "{cells:?}");
+        assert!(chart.note.ends_with("grey: no data (the node reported no health check run)"), "{}", chart.note);
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod addressing;
 pub mod cabling;
+pub mod lldp;
 pub mod ports;
 pub mod qos;
 pub mod sizing;

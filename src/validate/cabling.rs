@@ -2,9 +2,10 @@
 //! as a cable-level work order (swapped, moved, wrong, missing, extra), every cable
 //! named by both of its ends.
 //!
-//! Stage: validate (pure). Input: the model's cabling plan
-//! ([`topology::cabling::cables`](crate::topology::cabling::cables)) with the
-//! inventory's port prefixes and rail MACs, and the neighbours `lldpctl -f json`
+//! Stage: validate (pure). Input: the model's cabling plan as the switches should see
+//! it ([`LldpPlan`]: expected neighbours and the rule that names what a switch
+//! reports, shared with each switch's own cabling check) with the inventory's port
+//! prefixes and rail MACs, and the neighbours `lldpctl -f json`
 //! reported on each switch (the `lldpctl-json` parser's output). Output: a
 //! [`CablingDiff`].
 //!
@@ -23,61 +24,16 @@ use serde::Deserialize;
 
 use super::subjects::Site;
 use crate::model::Model;
-use crate::topology::cabling::cables;
-use crate::topology::ports::{HOST_INTERFACE, port_name};
+use crate::topology::lldp::LldpPlan;
+pub use crate::topology::lldp::{End, Neighbor, View};
+use crate::topology::ports::HOST_INTERFACE;
 
-/// One end of a cable: a device and its port.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct End {
-    /// Node or switch name.
-    pub device: String,
-    /// Interface name (`swp1`, `rail0`).
-    pub port: String,
-}
-
-impl End {
-    /// `device` + `port`.
-    #[must_use]
-    pub fn new(device: &str, port: &str) -> Self {
-        Self { device: device.to_owned(), port: port.to_owned() }
-    }
-}
-
-impl fmt::Display for End {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(formatter, "{} {}", self.device, self.port)
-    }
-}
-
-/// A cable seen from one end: the local (switch) end and what is at the other end.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct View {
-    /// The switch port the cable is seen from.
-    pub local: End,
-    /// The other end.
-    pub remote: End,
-}
-
-impl View {
-    /// A view from `local` to `remote`.
-    #[must_use]
-    pub fn new(local: End, remote: End) -> Self {
-        Self { local, remote }
-    }
-
-    /// The cable regardless of the end it is seen from.
-    fn cable(&self) -> (End, End) {
-        if self.local <= self.remote {
-            (self.local.clone(), self.remote.clone())
-        } else {
-            (self.remote.clone(), self.local.clone())
-        }
-    }
-}
-
-impl fmt::Display for View {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(formatter, "{} <-> {}", self.local, self.remote)
+/// The cable of `view` regardless of the end it is seen from.
+fn cable(view: &View) -> (End, End) {
+    if view.local <= view.remote {
+        (view.local.clone(), view.remote.clone())
+    } else {
+        (view.remote.clone(), view.local.clone())
     }
 }
 
@@ -171,11 +127,11 @@ impl Finding {
 
     fn cables(&self) -> Vec<(End, End)> {
         match self {
-            Self::Swapped { first, second } => vec![first.cable(), second.cable()],
+            Self::Swapped { first, second } => vec![cable(first), cable(second)],
             Self::Moved { expected, .. } | Self::Wrong { expected, .. } | Self::Missing { expected } => {
-                vec![expected.cable()]
+                vec![cable(expected)]
             }
-            Self::Extra { observed } => vec![observed.cable()],
+            Self::Extra { observed } => vec![cable(observed)],
         }
     }
 
@@ -232,25 +188,6 @@ pub struct CablingDiff {
     pub findings: Vec<Finding>,
 }
 
-/// An LLDP neighbour, as the `lldpctl-json` parser reports it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct Neighbor {
-    /// The switch's own interface the neighbour was seen on.
-    pub local_interface: String,
-    /// The neighbour's system name (host name, possibly with its domain).
-    #[serde(default)]
-    pub system_name: Option<String>,
-    /// Chassis id (a MAC for lldpd).
-    #[serde(default)]
-    pub chassis_id: Option<String>,
-    /// Port id (lldpd: the interface MAC by default).
-    #[serde(default)]
-    pub port_id: Option<String>,
-    /// Port description (lldpd: the interface name).
-    #[serde(default)]
-    pub port_description: Option<String>,
-}
-
 /// Reads the neighbours out of the `lldpctl-json` parser's output.
 ///
 /// # Errors
@@ -265,103 +202,39 @@ pub fn neighbors(parsed: &serde_json::Value) -> Result<Vec<Neighbor>, String> {
         .map_err(|error| format!("the LLDP neighbours do not have the expected shape: {error}"))
 }
 
-/// The cabling plan, indexed for matching what switches report.
+/// The cabling plan, indexed for matching what switches report: the shared
+/// [`LldpPlan`] (also what each switch's own cabling check reads), with the work
+/// order on top.
 #[derive(Debug, Clone, Default)]
 pub struct CablingPlan {
-    /// Every planned cable from each switch end.
-    pub views: Vec<View>,
-    /// Port names of every device (nodes: rail netdevs; switches: fabric ports).
-    ports: BTreeMap<String, BTreeSet<String>>,
-    /// Rail MAC → node end.
-    macs: BTreeMap<String, End>,
-    /// Devices that are switches.
-    switches: BTreeSet<String>,
+    /// Expected neighbours and the naming rule.
+    pub lldp: LldpPlan,
 }
 
 impl CablingPlan {
     /// The plan of `model`, with port names and MACs from the inventory.
     #[must_use]
     pub fn new(model: &Model, site: &Site) -> Self {
-        let mut plan = Self::default();
-        let radix = model.fabric.sizing.radix;
-        for switch in &model.fabric.switches {
-            let prefix = site.port_prefix(&switch.name);
-            plan.switches.insert(switch.name.clone());
-            plan.ports.insert(switch.name.clone(), (1..=radix).map(|port| port_name(prefix, port)).collect());
-        }
-        for node in &model.nodes {
-            plan.ports.insert(node.name.clone(), node.rails.iter().map(|port| port.netdev.clone()).collect());
-            for port in &node.rails {
-                if let Some(mac) = site.rail_macs.get(&node.name).and_then(|macs| macs.get(&port.rail)) {
-                    plan.macs.insert(mac.to_lowercase(), End::new(&node.name, &port.netdev));
-                }
-            }
-        }
-        for cable in cables(model) {
-            let upper = End::new(&cable.dst_device, &port_name(site.port_prefix(&cable.dst_device), cable.dst_port));
-            if cable.kind == "node-leaf" {
-                plan.views.push(View::new(upper, End::new(&cable.src_device, &cable.src_port)));
-            } else {
-                let lower_port = cable.src_port.parse::<u32>().map_or_else(
-                    |_| cable.src_port.clone(),
-                    |number| port_name(site.port_prefix(&cable.src_device), number),
-                );
-                let lower = End::new(&cable.src_device, &lower_port);
-                plan.views.push(View::new(lower.clone(), upper.clone()));
-                plan.views.push(View::new(upper, lower));
-            }
-        }
-        plan
+        Self { lldp: LldpPlan::new(model, &site.port_prefixes, &site.rail_macs) }
+    }
+
+    /// Every planned cable from each switch end.
+    #[must_use]
+    pub fn views(&self) -> &[View] {
+        &self.lldp.views
     }
 
     /// The cables `switch` reports, named as the plan names devices and ports.
-    /// Neighbours on interfaces outside the fabric (management) are left out.
     #[must_use]
     pub fn observe(&self, switch: &str, neighbors: &[Neighbor]) -> Vec<View> {
-        let fabric_ports = self.ports.get(switch);
-        neighbors
-            .iter()
-            .filter(|neighbor| {
-                neighbor.local_interface == HOST_INTERFACE
-                    || fabric_ports.is_some_and(|ports| ports.contains(&neighbor.local_interface))
-            })
-            .map(|neighbor| View::new(End::new(switch, &neighbor.local_interface), self.remote_end(neighbor)))
-            .collect()
-    }
-
-    fn remote_end(&self, neighbor: &Neighbor) -> End {
-        // A port MAC the inventory lists names the node and its port at once.
-        if let Some(end) = neighbor.port_id.as_deref().and_then(|id| self.macs.get(&id.to_lowercase())) {
-            return end.clone();
-        }
-        let system = neighbor.system_name.as_deref().unwrap_or_default();
-        let short = system.split('.').next().unwrap_or(system);
-        let device = if self.ports.contains_key(system) {
-            system.to_owned()
-        } else if self.ports.contains_key(short) {
-            short.to_owned()
-        } else if !system.is_empty() {
-            system.to_owned()
-        } else {
-            neighbor.chassis_id.clone().unwrap_or_else(|| "an unnamed device".to_owned())
-        };
-        let candidates = [&neighbor.port_description, &neighbor.port_id];
-        let known = self.ports.get(&device);
-        let port = candidates
-            .iter()
-            .filter_map(|candidate| candidate.as_deref())
-            .find(|candidate| known.is_some_and(|ports| ports.contains(*candidate)))
-            .or(neighbor.port_description.as_deref())
-            .or(neighbor.port_id.as_deref())
-            .unwrap_or("?");
-        End::new(&device, port)
+        self.lldp.observe(switch, neighbors)
     }
 
     /// Compares what the switches in `seen` reported with the plan's cables that end
     /// on them.
     #[must_use]
     pub fn diff(&self, observed: &[View], seen: &BTreeSet<String>) -> CablingDiff {
-        let expected: Vec<&View> = self.views.iter().filter(|view| seen.contains(&view.local.device)).collect();
+        let expected: Vec<&View> = self.lldp.views.iter().filter(|view| seen.contains(&view.local.device)).collect();
         let by_remote: BTreeMap<&End, &View> = expected.iter().map(|view| (&view.remote, *view)).collect();
         // A bridged leaf reports its node cables on one interface: give each the port
         // the plan has for that node end on this leaf.
@@ -469,7 +342,7 @@ mod tests {
     /// What every lab switch reports when cabled as planned (ports per the plan).
     fn as_planned(plan: &CablingPlan) -> BTreeMap<String, Vec<Neighbor>> {
         let mut by_switch: BTreeMap<String, Vec<Neighbor>> = BTreeMap::new();
-        for view in &plan.views {
+        for view in plan.views() {
             by_switch.entry(view.local.device.clone()).or_default().push(neighbor(
                 &view.local.port,
                 &format!("{}.lab.internal", view.remote.device),
@@ -493,9 +366,9 @@ mod tests {
     fn the_lab_plan_has_node_and_switch_cables_from_each_end() {
         let plan = CablingPlan::new(&lab(), &Site::default());
         // 4 nodes x 2 rails seen from their leaves, 2 leaf-spine cables seen from both ends.
-        assert_eq!(plan.views.len(), 8 + 4);
-        assert!(plan.views.contains(&View::new(End::new("leaf0", "swp1"), End::new("node01", "rail0"))));
-        assert!(plan.views.contains(&View::new(End::new("spine0", "swp2"), End::new("leaf1", "swp26"))));
+        assert_eq!(plan.views().len(), 8 + 4);
+        assert!(plan.views().contains(&View::new(End::new("leaf0", "swp1"), End::new("node01", "rail0"))));
+        assert!(plan.views().contains(&View::new(End::new("spine0", "swp2"), End::new("leaf1", "swp26"))));
         let diff = run(&plan, &as_planned(&plan));
         assert!(diff.findings.is_empty(), "{:?}", lines(&diff));
         assert_eq!(diff.verified.len(), 12);

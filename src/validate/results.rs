@@ -564,9 +564,9 @@ pub struct Timeline {
     pub name: String,
     /// Start of each bucket, unix seconds, ascending.
     pub times: Vec<f64>,
-    /// Rows that failed at least once, by name.
+    /// Rows that failed or went silent at least once, by name.
     pub rows: Vec<TimelineRow>,
-    /// Rows that never failed in the window.
+    /// Rows that never failed and always reported in the window.
     pub passing: Vec<String>,
 }
 
@@ -578,6 +578,19 @@ pub struct TimelineRow {
     pub name: String,
     /// One entry per bucket of `times`: the checks failing in it, empty if none.
     pub failing: Vec<Vec<String>>,
+    /// One entry per bucket of `times`: true when the node reported nothing in it (no
+    /// data: it was down or its checks did not run, so it is not passing either);
+    /// empty when it reported in every bucket.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub silent: Vec<bool>,
+}
+
+impl TimelineRow {
+    /// Whether the node reported nothing in bucket `index`.
+    #[must_use]
+    pub fn is_silent(&self, index: usize) -> bool {
+        self.silent.get(index).copied().unwrap_or(false)
+    }
 }
 
 /// The scale of a chart axis.

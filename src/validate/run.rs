@@ -915,7 +915,7 @@ impl<C: Connector> ValidatorRun<'_, C> {
                 .filter(|finding| finding.devices().contains(subject.name.as_str()))
                 .map(ToString::to_string)
                 .collect();
-            let expected = plan.views.iter().filter(|view| view.local.device == subject.name).count();
+            let expected = plan.views().iter().filter(|view| view.local.device == subject.name).count();
             let verified = diff.verified.iter().filter(|view| view.local.device == subject.name).count();
             if let serde_json::Value::Object(map) = &mut record.output {
                 map.insert(

@@ -441,6 +441,11 @@ pub struct TimelineSpec {
     pub label: String,
     /// The `[time, value]` points of an item.
     pub points: String,
+    /// An expression giving the series of rows that reported nothing (their `points`
+    /// are the buckets without data), read with the same `row` and `points`; a row
+    /// silent in a bucket is "no data" there, not passing.
+    #[serde(default)]
+    pub silent: Option<String>,
 }
 
 /// A curve for the report: y against x over items.

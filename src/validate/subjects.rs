@@ -37,19 +37,8 @@ impl Site {
     pub fn from_inventory(inventory: &Inventory) -> Self {
         Self {
             hosts: inventory.hosts.keys().chain(inventory.switches.keys()).cloned().collect(),
-            port_prefixes: inventory
-                .switches
-                .iter()
-                .filter_map(|(name, switch)| switch.port_prefix.clone().map(|prefix| (name.clone(), prefix)))
-                .collect(),
-            rail_macs: inventory
-                .hosts
-                .iter()
-                .filter(|(_, host)| !host.rail_macs.is_empty())
-                .map(|(name, host)| {
-                    (name.clone(), host.rail_macs.iter().map(|(rail, mac)| (*rail, mac.to_lowercase())).collect())
-                })
-                .collect(),
+            port_prefixes: crate::topology::lldp::port_prefixes(inventory),
+            rail_macs: crate::topology::lldp::rail_macs(inventory),
         }
     }
 
@@ -392,6 +381,8 @@ pub fn base_context(model: &Model, site: &Site, selected: &[usize], params: &BTr
         "monitoring": crate::model::monitoring::monitoring(model, None).map(|monitoring| json!({
             "host": monitoring.host,
             "hosts": monitoring.nodes.iter().chain(&monitoring.switches).map(|target| target.name.clone()).collect::<Vec<_>>(),
+            // The node groups whose nodes run the health program (scrape label `group`).
+            "health_groups": model.groups.iter().filter(|group| group.has_role(Role::Compute)).map(|group| group.name.clone()).collect::<Vec<_>>(),
         })),
         "reachable": site.hosts.len(),
     }))

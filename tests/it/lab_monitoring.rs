@@ -2,7 +2,8 @@
 //! scrapes every host and switch (node exporter) and every switch's FRR exporter,
 //! has toolkit's rules loaded and the Slurm view's `toolkit_*` metrics; stopping FRR
 //! on a leaf fires the BGP alert naming the leaf; a node removed from the blueprint
-//! is no longer a target after the next deploy. node01 has a simulated BMC (OpenIPMI's
+//! is no longer a target after the next deploy; each switch's cabling check fails the
+//! port of a node that announces another name over LLDP. node01 has a simulated BMC (OpenIPMI's
 //! `ipmi_sim`) that the head's IPMI exporter reads; stopped, it fires `BmcUnreachable`. Prometheus' HTTP API is read from
 //! inside the head (python3 is in the image), as an operator there would.
 //!
@@ -209,6 +210,87 @@ fn bmc_is_watched(dir: &Path, deploy_log: &str) {
     eprintln!("BMC alerts: {alerts:?}");
 }
 
+/// `toolkit_healthcheck_ok{check="cabling"}` failing now, as (switch, port).
+fn cabling_failing(dir: &Path) -> Vec<(String, String)> {
+    let data = api(dir, "/api/v1/query?query=toolkit_healthcheck_ok%7Bcheck%3D%22cabling%22%7D%20%3D%3D%200");
+    data["result"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|sample| {
+            let label = |name: &str| sample["metric"][name].as_str().unwrap_or_default().to_owned();
+            (label("node"), label("subject"))
+        })
+        .collect()
+}
+
+/// The switches' own cabling check (a timer every `cluster_interval`, 5 s here): every
+/// planned port passes as deployed; node02 announcing itself as `wrongname` over LLDP
+/// fails leaf0's `swp2` (node02's rail-0 port) in Prometheus once the 60 s LLDP grace
+/// is over, fires `HealthCheckFailing` naming the port, shows in `toolkit status`; its
+/// own name back, the port passes again.
+fn cabling_is_checked_on_the_switches(dir: &Path) {
+    let ports = wait_for(Duration::from_mins(1), "every switch port's cabling check in Prometheus", || {
+        let data = api(dir, "/api/v1/query?query=toolkit_healthcheck_ok%7Bcheck%3D%22cabling%22%7D");
+        let result = data["result"].as_array().cloned().unwrap_or_default();
+        // leaf0 and leaf1: 4 node ports and an uplink each; spine0: 2 downlinks.
+        let passing = result.iter().filter(|sample| sample["value"][1] == "1").count();
+        if result.len() == 12 && passing == 12 { Ok(result.len()) } else { Err(format!("{data:#}")) }
+    });
+    eprintln!("cabling checks passing on {ports} switch ports");
+    let script = "TIMEFORMAT='%R %U %S'; time /usr/bin/python3 /usr/local/sbin/toolkit-cabling-check \
+        /usr/local/etc/toolkit-cabling.json /var/lib/prometheus/node-exporter /run/toolkit-cabling-check.json";
+    for _ in 0..3 {
+        let output = super::lab_e2e::exec_in(dir, CLUSTER, "leaf0", &["bash", "-c", script]);
+        eprintln!("MEASURE cabling check on leaf0 (5 ports): real user sys {}", text(&output.stderr).trim());
+    }
+
+    exec_ok_in(dir, CLUSTER, "node02", &["sh", "-c", "lldpcli configure system hostname wrongname && lldpcli update"]);
+    let renamed = Instant::now();
+    let failing = wait_for(Duration::from_mins(3), "leaf0's cabling check failing on swp2", || {
+        let failing = cabling_failing(dir);
+        if failing.contains(&("leaf0".to_owned(), "swp2".to_owned())) {
+            Ok(failing)
+        } else {
+            Err(format!("{failing:?}"))
+        }
+    });
+    eprintln!(
+        "MEASURE cabling check failing {:.0?} after node02 renamed itself (60 s grace, 5 s interval): {failing:?}",
+        renamed.elapsed()
+    );
+    // Only node02's ports: rail 0 on leaf0, rail 1 on leaf1.
+    assert_eq!(failing, [("leaf0".to_owned(), "swp2".to_owned()), ("leaf1".to_owned(), "swp2".to_owned())]);
+    let metrics = exec_ok_in(dir, CLUSTER, "leaf0", &["cat", CLUSTER_METRICS]);
+    assert!(
+        metrics.contains("# toolkit:detail cabling swp2 swp2: expected node02 rail0, seen on hosts wrongname rail0"),
+        "{metrics}"
+    );
+    wait_for(Duration::from_mins(1), "HealthCheckFailing for leaf0's swp2", || {
+        let found = firing(dir);
+        found
+            .iter()
+            .find(|(name, instance, labels)| {
+                name == "HealthCheckFailing"
+                    && instance == "leaf0"
+                    && labels["check"] == "cabling"
+                    && labels["subject"] == "swp2"
+            })
+            .map(|_| ())
+            .ok_or_else(|| format!("{found:#?}"))
+    });
+    let status = toolkit(dir, &["status", "lab.yaml", "-i", "inventory.yaml"]);
+    let printed = text(&status.stdout);
+    assert!(printed.contains("fail cabling on swp2 (alert)"), "{printed}\n{}", text(&status.stderr));
+
+    exec_ok_in(dir, CLUSTER, "node02", &["sh", "-c", "lldpcli unconfigure system hostname && lldpcli update"]);
+    wait_for(Duration::from_mins(1), "every cabling check passing again", || {
+        let failing = cabling_failing(dir);
+        if failing.is_empty() { Ok(()) } else { Err(format!("{failing:?}")) }
+    });
+}
+
 fn deploy(dir: &Path, why: &str) -> String {
     let started = Instant::now();
     let output = toolkit(dir, &["deploy", "lab.yaml", "-i", "inventory.yaml", "--yes"]);
@@ -324,6 +406,8 @@ fn deploy_brings_up_monitoring_that_sees_the_fabric() {
         let ok = text.lines().filter(|line| line.starts_with("toolkit_healthcheck_ok{")).collect::<Vec<_>>();
         if ok.len() == SWITCHES.len() && ok.iter().all(|line| line.ends_with(" 1")) { Ok(()) } else { Err(text) }
     });
+
+    cabling_is_checked_on_the_switches(dir.path());
 
     // node04 leaves the blueprint (and team-b's guarantee shrinks to fit the 12 GPUs
     // left): the next deploy stops scraping it.

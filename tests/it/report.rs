@@ -228,7 +228,11 @@ fn hostile_results() -> Results {
         timelines: vec![Timeline {
             name: format!("checks {HOSTILE}"),
             times: vec![0.0, 3600.0],
-            rows: vec![TimelineRow { name: HOSTILE.to_owned(), failing: vec![vec![HOSTILE.to_owned()], vec![]] }],
+            rows: vec![TimelineRow {
+                name: HOSTILE.to_owned(),
+                failing: vec![vec![HOSTILE.to_owned()], vec![]],
+                silent: vec![false, true],
+            }],
             passing: vec![HOSTILE.to_owned()],
         }],
         evidence: Some(Evidence::from_output(
@@ -336,29 +340,45 @@ fn html_draws_the_health_history_one_row_per_failing_node() {
                 failing: (0..168)
                     .map(|at| if (100..110).contains(&at) { failing(&["rail-links"]) } else { vec![] })
                     .collect(),
+                silent: vec![],
             },
             TimelineRow {
                 name: "node07".to_owned(),
                 failing: (0..168)
                     .map(|at| if at == 3 || at == 160 { failing(&["gpu", "xid"]) } else { vec![] })
                     .collect(),
+                silent: vec![],
+            },
+            // Powered off for the last two days: no data, not passing.
+            TimelineRow {
+                name: "node09".to_owned(),
+                failing: vec![vec![]; 168],
+                silent: (0..168).map(|at| at >= 120).collect(),
             },
         ],
-        passing: (0..4094).map(|index| format!("gpu{index:04}")).collect(),
+        passing: (0..4093).map(|index| format!("gpu{index:04}")).collect(),
     });
     assert!(results.problems().is_empty(), "{:?}", results.problems());
     let html = report::render(&results, Format::Html).expect("html");
     let (_, figure) = html.split_once("<figure class=\"strip-chart\">").expect("a strip chart");
     let figure = figure.split("</figure>").next().unwrap_or("");
     assert!(figure.contains("nodes failing toolkit health checks over time"));
-    assert_eq!(figure.matches("<rect class=\"strip\"").count(), 2, "one row per failing node, not 4,096");
+    assert_eq!(figure.matches("<rect class=\"strip\"").count(), 3, "one row per failing or silent node, not 4,096");
     assert_eq!(figure.matches("<rect class=\"failing\"").count(), 3, "node02's ten hours are one stretch");
     assert!(figure.contains("<title>node02, 11-30 12:00 to 11-30 22:00 UTC: rail-links</title>"), "{figure}");
     assert!(figure.contains("<title>node07, 11-26 11:00 to 11-26 12:00 UTC: gpu, xid</title>"), "{figure}");
-    assert!(figure.contains("4094 nodes never failed</p>"), "{figure}");
+    assert_eq!(figure.matches("<rect class=\"silent\"").count(), 1, "node09's two days are one grey stretch");
+    assert!(
+        figure.contains(
+            "<title>node09, 12-01 08:00 to 12-03 08:00 UTC: no data (no health check ran or was scraped)</title>"
+        ),
+        "{figure}"
+    );
+    assert!(figure.contains("4093 nodes never failed; grey: no data"), "{figure}");
     let markdown = report::render(&results, Format::Markdown).expect("md");
     assert!(markdown.contains("- node02: rail-links in 10 of 168 buckets\n"), "{markdown}");
-    assert!(markdown.contains("- 4094 nodes never failed\n"), "{markdown}");
+    assert!(markdown.contains("- node09: no data in 48 of 168 buckets\n"), "{markdown}");
+    assert!(markdown.contains("- 4093 nodes never failed\n"), "{markdown}");
 }
 
 #[test]

@@ -13,6 +13,7 @@
 //! (9400); the lab's fake-GPU nodes get none (nothing there could answer). BMCs with
 //! an IPMI interface in the inventory are read through the IPMI exporter ([`ipmi`]).
 
+pub mod cabling_check;
 pub mod cluster_checks;
 pub mod config;
 pub mod dcgm;
@@ -68,6 +69,7 @@ pub fn render(
         dcgm::render(exporter, out);
     }
     cluster_checks::render(&monitoring, out);
+    cabling_check::render(model, inventory, &monitoring, out);
     if let Some(controller) = &monitoring.slurm_controller {
         slurm_view(&monitoring, &Target::node(controller), out);
     }
