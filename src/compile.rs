@@ -62,22 +62,8 @@ pub fn compile_with(
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join(": ");
-        Diagnostics(vec![
-            Diagnostic::error("render-failed", message).help("a template refers to a value the model does not have"),
-        ])
+        Diagnostics(vec![Diagnostic::error("render-failed", message).help(error.help())])
     })?;
-    let kubeadm_secrets = render::kubeadm::KubeadmSecrets::from_inventory(inventory, std::path::Path::new("."));
-    let mut kubeadm = render::kubeadm::render(&model, inventory, &kubeadm_secrets, renderer).map_err(|error| {
-        Diagnostics(vec![
-            Diagnostic::error("render-failed", error.to_string())
-                .help("check the inventory's `kubernetes.kubeadm` section"),
-        ])
-    })?;
-    if !kubeadm.is_empty() {
-        crate::resource::SharedDesired::default().share(&mut kubeadm);
-        resources.append(&mut kubeadm);
-        render::package_cache::order_package_installs(&mut resources);
-    }
     let health_start = resources.len();
     extend(&model, &mut resources)?;
     crate::resource::SharedDesired::default().share(&mut resources[health_start..]);

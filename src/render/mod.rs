@@ -64,7 +64,7 @@ pub enum RenderError {
         /// What is missing or wrong.
         reason: String,
     },
-    /// A template directory could not be read.
+    /// A template file could not be read.
     #[error("cannot read template `{path}`: {source}")]
     Read {
         /// The file.
@@ -73,6 +73,19 @@ pub enum RenderError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl RenderError {
+    /// How to fix it, for the diagnostic that reports it.
+    #[must_use]
+    pub fn help(&self) -> &'static str {
+        match self {
+            Self::Template { .. } => "a template refers to a value the model does not have",
+            Self::UnsupportedSwitchOs { .. } => "the inventory's switch `os` names a flavour toolkit renders",
+            Self::Model { .. } => "the value named above comes from the blueprint or the inventory; correct it there",
+            Self::Read { .. } => "check the file under the `--templates` directory",
+        }
+    }
 }
 
 /// The template engine with every template loaded.
@@ -161,7 +174,7 @@ pub fn render(
     // (and every plan made of them) come out as a sequential render makes them.
     // The GPU stage's plugstacks change the slurm stage's slurmd: applied after both.
     let plugstacks = std::sync::Mutex::new(gpu_stack::SlurmdPlugstacks::default());
-    let stages: [&Stage<'_>; 8] = [
+    let stages: [&Stage<'_>; 9] = [
         &|out| host::render(model, inventory, renderer, out),
         &|out| slurm::render(model, inventory, renderer, secrets, out),
         &|out| {
@@ -174,6 +187,10 @@ pub fn render(
         &|out| lldp::render(model, inventory, renderer, out),
         &|out| monitoring::render(model, inventory, secrets, out),
         &|out| package_cache::render(model, renderer, out),
+        &|out| {
+            out.extend(kubeadm::render(model, inventory, &secrets.kubeadm, renderer)?);
+            Ok(())
+        },
     ];
     let outputs = parallel::ordered(&stages, |stage| {
         let mut out = Vec::new();

@@ -55,7 +55,8 @@ pub const DB_SETUP_SQL: &str = "/etc/slurm/slurmdbd-setup.sql";
 /// Client option file to test slurmdbd's database login (holds the password).
 pub const DB_CLIENT_CNF: &str = "/etc/slurm/slurmdbd-client.cnf";
 
-/// Secrets of the Slurm stack, resolved by the caller from the inventory.
+/// Secrets the render stages need (the Slurm stack's, alert receivers', BMCs',
+/// kubeadm's), resolved by the caller from the inventory.
 /// `None` when not readable here (an offline plan on a CI runner): the files that
 /// hold them get [`Content::unresolved_secret`], which plans do not compare.
 #[derive(Clone, Default)]
@@ -69,6 +70,8 @@ pub struct Secrets {
     /// User and password of each BMC scraped over IPMI, by node, when both could be
     /// read here (the IPMI exporter's configuration holds them).
     pub bmcs: std::collections::BTreeMap<String, (String, String)>,
+    /// The kubeadm cluster's CA and bootstrap token.
+    pub kubeadm: crate::render::kubeadm::KubeadmSecrets,
 }
 
 impl Secrets {
@@ -99,6 +102,7 @@ impl Secrets {
                     Some((node.clone(), (user, password)))
                 })
                 .collect(),
+            kubeadm: crate::render::kubeadm::KubeadmSecrets::from_inventory(inventory, base),
         }
     }
 }
@@ -826,6 +830,7 @@ mod tests {
             db_password: Some("test-db-pass".to_owned()),
             named: std::collections::BTreeMap::new(),
             bmcs: std::collections::BTreeMap::new(),
+            kubeadm: crate::render::kubeadm::KubeadmSecrets::default(),
         }
     }
 

@@ -183,6 +183,8 @@ fn render_ethernet(
     for (index, switch) in model.fabric.switches.iter().enumerate() {
         let own_ports = fabric_ports.get(index).map_or(&[][..], Vec::as_slice);
         let nodes = nodes_at.get(index).map_or(&[][..], Vec::as_slice);
+        // Only NVUE lists the node ports: FRR's view without them is a tenth of the size.
+        let nodes = (platforms[index].os == SwitchOs::CumulusNvue).then_some(nodes);
         let view = SwitchView::new(model, switch, own_ports, nodes, &platforms, platforms[index].port_prefix);
         match platforms[index].os {
             SwitchOs::Frr => {
@@ -229,7 +231,8 @@ struct SwitchView<'a> {
     su: Option<u32>,
     /// Leaf only: the L3 interface facing its nodes.
     host_interface: Option<HostInterface>,
-    /// Leaf only: node ports 1..=down_ports.
+    /// Leaf only, and only for NVUE (frr.conf does not list them): node ports
+    /// 1..=down_ports.
     host_ports: Vec<HostPort>,
     fabric_ports: Vec<PortView<'a>>,
     maximum_paths: u32,
@@ -267,7 +270,7 @@ impl<'a> SwitchView<'a> {
         model: &'a Model,
         switch: &'a Switch,
         own_ports: &[FabricPort],
-        nodes: &[Option<&str>],
+        nodes: Option<&[Option<&str>]>,
         platforms: &[Platform<'_>],
         prefix: &str,
     ) -> Self {
@@ -296,7 +299,8 @@ impl<'a> SwitchView<'a> {
             }),
             _ => None,
         };
-        let host_ports = if let Some(host) = &host_interface {
+        // `nodes`: `None` where the ports are not listed.
+        let host_ports = if let (Some(host), Some(nodes)) = (&host_interface, nodes) {
             (1..=switch.down_ports)
                 .map(|port| HostPort {
                     name: ports::port_name(prefix, port),
