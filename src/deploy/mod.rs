@@ -120,6 +120,10 @@ pub fn changed_indexes_count(plan: &Plan) -> usize {
 /// on the same host now has (renamed, or moved between kinds) is not deleted.
 #[must_use]
 pub fn removals(graph: &ResourceGraph, plan: &Plan, recorded: &State) -> Vec<Removal> {
+    // Most runs remove nothing: no index of every desired path for them.
+    if !plan.changes.iter().any(|change| change.action == Action::Remove) {
+        return Vec::new();
+    }
     let desired_paths: HashSet<(&str, &str)> = graph
         .resources
         .iter()
@@ -197,6 +201,8 @@ pub fn record_changed(mut state: State, graph: &ResourceGraph, plan: &Plan, repo
             *slot = Some(&outcome.outcome);
         }
     }
+    // The nodes of a group share their resources' Desired: one fingerprint each.
+    let mut fingerprints: HashMap<usize, Text, foldhash::fast::RandomState> = HashMap::default();
     for (rank, &index) in graph.order.iter().enumerate() {
         let resource = &graph.resources[index];
         let done = if applied.contains(&index) {
@@ -205,8 +211,11 @@ pub fn record_changed(mut state: State, graph: &ResourceGraph, plan: &Plan, repo
             true
         };
         if done {
+            let fingerprint = fingerprints
+                .entry(std::sync::Arc::as_ptr(&resource.desired) as usize)
+                .or_insert_with(|| resource.desired.fingerprint().into());
             // 0 is "order unknown" (records from before orders were kept).
-            changed |= state.record_at(resource, rank as u64 + 1);
+            changed |= state.record_fingerprinted(resource, fingerprint, rank as u64 + 1);
         }
     }
     let removal_outcomes: HashMap<&str, &Outcome> = report

@@ -83,11 +83,9 @@ async fn observe_host<E: Executor>(executor: &E, resources: &[&Resource]) -> Res
     let mut old_texts: Vec<(&str, String)> = Vec::new();
     for resource in resources {
         let Some(fingerprint) = fingerprint(resource, &facts) else { continue };
-        let (content_sha256, secret) = match (&*resource.desired, facts_file(&resource.desired, &facts)) {
-            (Desired::File { secret, .. }, Some(FileState::File { sha256, .. })) => (Some(sha256.clone()), *secret),
-            _ => (None, false),
-        };
-        if let (Desired::File { path, content, secret: false, .. }, Some(old)) = (&*resource.desired, &content_sha256)
+        let secret = matches!(&*resource.desired, Desired::File { secret: true, .. });
+        if let (Desired::File { path, content, secret: false, .. }, Some(FileState::File { sha256: old, .. })) =
+            (&*resource.desired, facts_file(&resource.desired, &facts))
             && old != content.sha256()
             && !old_texts.iter().any(|(_, hash)| hash == old)
         {
@@ -96,9 +94,8 @@ async fn observe_host<E: Executor>(executor: &E, resources: &[&Resource]) -> Res
         state.resources.insert(
             resource.id.to_string(),
             Recorded {
-                kind: resource.desired.kind().to_owned(),
-                fingerprint,
-                content_sha256: content_sha256.filter(|_| !secret),
+                kind: resource.desired.kind().into(),
+                fingerprint: fingerprint.into(),
                 secret,
                 // Observed, not applied: undos come from the state file.
                 undo: None,
@@ -312,7 +309,7 @@ mod tests {
         let connector = FakeConnector::new(Script::new(local_sh));
         let observation = observe(&graph, &connector, "lab", 4, &std::collections::BTreeSet::new()).await;
         assert!(observation.unreachable.is_empty(), "{:?}", observation.unreachable);
-        let mut texts: Vec<&str> = observation.state.contents.values().map(String::as_str).collect();
+        let mut texts: Vec<&str> = observation.state.contents.iter().map(|(_, text)| text).collect();
         texts.sort_unstable();
         assert_eq!(texts, ["A=1\n", "B=1\n"]);
         let calls = connector.script.calls();

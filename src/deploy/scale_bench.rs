@@ -64,11 +64,11 @@ async fn bench_deploy_scale() {
             apply: ApplyOptions::default(),
             dry_run: false,
         };
-        let started = Instant::now();
+        let (started, cpu) = (Instant::now(), cpu_seconds());
         let outcome = ops::deploy(request, &Yes).await.expect("the deploy runs");
-        (outcome, started.elapsed())
+        (outcome, started.elapsed(), cpu_seconds() - cpu)
     };
-    let (first, first_in) = deploy().await;
+    let (first, first_in, _) = deploy().await;
     let changed = match &first {
         Outcome::Applied { plan, report } => {
             let failed: Vec<String> = report
@@ -84,7 +84,7 @@ async fn bench_deploy_scale() {
         }
         other => panic!("the first deploy applies: {other:?}"),
     };
-    let (again, again_in) = deploy().await;
+    let (again, again_in, again_cpu) = deploy().await;
     assert!(matches!(again, Outcome::NothingToDo(_)), "a converged cluster has nothing to do: {again:?}");
     let state_bytes = std::fs::metadata(&state_path).map_or(0, |meta| meta.len());
     // The share of the no-change deploy that is reading the state file.
@@ -93,15 +93,39 @@ async fn bench_deploy_scale() {
     let load_in = started.elapsed();
     drop(state);
     println!(
-        "deploy_scale hosts={} resources={} compile_s={:.2} first_s={:.2} changes={changed} nochange_s={:.2} state_load_s={:.2} state_mib={:.1}",
+        "deploy_scale hosts={} resources={} compile_s={:.2} first_s={:.2} changes={changed} nochange_s={:.2} \
+         nochange_cpu_s={again_cpu:.2} state_load_s={:.2} state_mib={:.1} peak_rss_mib={}",
         hosts.len(),
         graph.resources.len(),
         compiled_in.as_secs_f64(),
         first_in.as_secs_f64(),
         again_in.as_secs_f64(),
         load_in.as_secs_f64(),
-        state_bytes as f64 / 1_048_576.0
+        state_bytes as f64 / 1_048_576.0,
+        peak_rss_kib() / 1024
     );
+}
+
+/// CPU time this process has used (user and system, every thread), from
+/// `/proc/self/stat`: on a machine other builds load, the figure the load moves least.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of proc(5): 12 and 13 after the name.
+    let ticks: f64 = [11, 12].iter().filter_map(|&at| fields.get(at)?.parse::<f64>().ok()).sum();
+    // USER_HZ is 100 on every Linux this runs on.
+    ticks / 100.0
+}
+
+/// Peak resident memory of this process (`VmHWM`), KiB.
+fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// An inventory for every node and switch of `model`: addresses and rail MACs made

@@ -103,7 +103,7 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
                 changed_files.insert(resource.id.as_str());
             }
             if action == Action::Update && !secret {
-                let old_hash = recorded.and_then(|r| r.content_sha256.as_deref());
+                let old_hash = recorded.and_then(super::state::Recorded::content_sha256);
                 if let Some(old_hash) = old_hash
                     && old_hash != content.sha256()
                     && let Some(old_text) = state.contents.get(old_hash)

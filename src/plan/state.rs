@@ -1,22 +1,28 @@
 //! The state file: what the last deploy applied, by resource id.
 //!
-//! Stage: plan (input) and apply (output). A JSON document, versioned, written
-//! atomically (temp file, fsync, rename). File contents are kept once per distinct
-//! hash so an offline plan can show a unified diff; secret contents are never kept,
-//! only their fingerprint.
+//! Stage: plan (input) and apply (output). Versioned JSON Lines ([`file`]), written
+//! atomically (temp file, fsync, rename). Each distinct fingerprint is written once;
+//! file texts are kept once per distinct hash so an offline plan can show a unified
+//! diff, and are parsed only when a diff needs them ([`Contents`]); secret contents
+//! are never kept, only their fingerprint.
+
+mod contents;
+mod file;
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
+use std::io::{BufRead as _, Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+pub use self::contents::Contents;
 use super::undo::Undo;
 use crate::resource::{Desired, Resource};
+use crate::text::Text;
 
-/// Version of the state file format.
-pub const STATE_FORMAT_VERSION: u32 = 1;
+/// Version of the state file format this toolkit writes; it reads every earlier one.
+pub const STATE_FORMAT_VERSION: u32 = 2;
 
 /// Why the state file could not be read or written.
 #[derive(Debug, Error)]
@@ -39,8 +45,19 @@ pub enum StateError {
         #[source]
         source: serde_json::Error,
     },
+    /// Parsed, but what it holds does not fit together.
+    #[error("state file `{path}` is not valid: {reason}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// Written by a newer toolkit.
-    #[error("state file `{path}` has format version {found}; this toolkit reads version {STATE_FORMAT_VERSION}")]
+    #[error(
+        "state file `{path}` has format version {found}; this toolkit reads versions 1 to {STATE_FORMAT_VERSION}: \
+         use the toolkit that wrote it, or a newer one"
+    )]
     Version {
         /// The file.
         path: PathBuf,
@@ -49,37 +66,40 @@ pub enum StateError {
     },
 }
 
-/// One applied resource.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One applied resource. Kind and fingerprint are shared text: the nodes of a
+/// group record the same few.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recorded {
     /// Kind (`file`, `package`…).
-    pub kind: String,
+    pub kind: Text,
     /// What makes it what it is (see [`Desired::fingerprint`]).
-    pub fingerprint: String,
-    /// Content hash of a file, to find its text in [`State::contents`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub content_sha256: Option<String>,
+    pub fingerprint: Text,
     /// A secret file: no content kept.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub secret: bool,
-    /// What undoes it once it leaves the blueprint; absent for a command without
-    /// an undo, and in records written before undos were kept (then files,
-    /// directories, units and packages are named by the id: [`Undo::derived`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// What undoes it once it leaves the blueprint when that is not what its id
+    /// names ([`Undo::derived`]: files, directories, units and packages, by path or
+    /// name; API objects): a command's declared undo, a Kubernetes object's. `None`
+    /// also for a command without an undo.
     pub undo: Option<Undo>,
     /// Its position in the order of the deploy that recorded it (dependencies
     /// first): removals run in the reverse order, since the graph no longer has them.
-    #[serde(default, skip_serializing_if = "is_zero")]
     pub order: u64,
 }
 
-#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
-fn is_zero(value: &u64) -> bool {
-    *value == 0
+impl Recorded {
+    /// Content hash of a non-secret file, to find its text in [`State::contents`]:
+    /// the one its fingerprint starts with.
+    #[must_use]
+    pub fn content_sha256(&self) -> Option<&str> {
+        if self.secret || self.kind != "file" {
+            return None;
+        }
+        self.fingerprint.strip_prefix("sha256:")?.split(' ').next()
+    }
 }
 
 /// What was applied, by resource id.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct State {
     /// Format version.
     pub format_version: u32,
@@ -90,9 +110,8 @@ pub struct State {
     /// Applied resources.
     pub resources: BTreeMap<String, Recorded>,
     /// Non-secret file contents by SHA-256.
-    pub contents: BTreeMap<String, String>,
+    pub contents: Contents,
     /// A rolling change not finished yet: the next deploy carries it on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutState>,
 }
 
@@ -171,22 +190,23 @@ impl State {
         Self { format_version: STATE_FORMAT_VERSION, cluster: cluster.to_owned(), ..Self::default() }
     }
 
-    /// Reads `path`; a missing file is an empty state.
+    /// Reads `path` (any format version, [`file`]); a missing file is an empty state.
+    /// The file texts are kept unparsed until a diff asks for one.
     ///
     /// # Errors
     /// [`StateError`] when the file exists but cannot be read or parsed.
     pub fn load(path: &Path, cluster: &str) -> Result<Self, StateError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(text) => text,
+        let io = |source| StateError::Io { path: path.to_owned(), source };
+        let file = match std::fs::File::open(path) {
+            Ok(file) => file,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Self::empty(cluster)),
-            Err(source) => return Err(StateError::Io { path: path.to_owned(), source }),
+            Err(source) => return Err(io(source)),
         };
-        let state: Self =
-            serde_json::from_str(&text).map_err(|source| StateError::Parse { path: path.to_owned(), source })?;
-        if state.format_version != STATE_FORMAT_VERSION {
-            return Err(StateError::Version { path: path.to_owned(), found: state.format_version });
-        }
-        Ok(state)
+        let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+        let (mut head, mut rest) = (String::new(), String::new());
+        reader.read_line(&mut head).map_err(io)?;
+        reader.read_to_string(&mut rest).map_err(io)?;
+        file::read(path, head, rest)
     }
 
     /// Records `resource` as applied, keeping the order it was recorded at before.
@@ -198,34 +218,39 @@ impl State {
     /// Records `resource` as applied at position `order` of the apply order; says
     /// whether the record changed (a deploy that changes no record rewrites nothing).
     pub fn record_at(&mut self, resource: &Resource, order: u64) -> bool {
-        let (content_sha256, secret) = match &*resource.desired {
-            Desired::File { content, secret, .. } => {
-                if !secret && !self.contents.contains_key(content.sha256()) {
-                    self.contents.insert(content.sha256().to_owned(), content.text().to_owned());
-                }
-                (Some(content.sha256().to_owned()), *secret)
-            }
-            _ => (None, false),
-        };
-        let recorded = Recorded {
-            kind: resource.desired.kind().to_owned(),
-            fingerprint: resource.desired.fingerprint(),
-            content_sha256: content_sha256.filter(|_| !secret),
-            secret,
-            undo: Undo::of(&resource.desired),
-            order,
-        };
-        match self.resources.get_mut(resource.id.as_str()) {
-            Some(old) if *old == recorded => false,
-            Some(old) => {
-                *old = recorded;
-                true
-            }
+        self.record_fingerprinted(resource, &Text::from(resource.desired.fingerprint()), order)
+    }
+
+    /// As [`Self::record_at`], with the resource's fingerprint made already (the
+    /// nodes of a group share one). An unchanged record is compared, not rebuilt.
+    pub fn record_fingerprinted(&mut self, resource: &Resource, fingerprint: &Text, order: u64) -> bool {
+        let id = resource.id.as_str();
+        let kind = resource.desired.kind();
+        let secret = matches!(&*resource.desired, Desired::File { secret: true, .. });
+        let undo = Undo::kept(&resource.desired, id);
+        let old = self.resources.get_mut(id);
+        if let Some(old) = &old
+            && old.kind == kind
+            && old.fingerprint == *fingerprint
+            && old.secret == secret
+            && old.undo == undo
+            && old.order == order
+        {
+            return false;
+        }
+        let recorded = Recorded { kind: kind.into(), fingerprint: fingerprint.clone(), secret, undo, order };
+        match old {
+            Some(old) => *old = recorded,
             None => {
-                self.resources.insert(resource.id.to_string(), recorded);
-                true
+                self.resources.insert(id.to_owned(), recorded);
             }
         }
+        if let Desired::File { content, secret: false, .. } = &*resource.desired
+            && !self.contents.contains(content.sha256())
+        {
+            self.contents.insert(content.sha256().to_owned(), content.text().to_owned());
+        }
+        true
     }
 
     /// Forgets `id` (removed from the cluster); says whether it was recorded.
@@ -236,8 +261,8 @@ impl State {
     /// Drops contents no resource refers to.
     pub fn prune_contents(&mut self) {
         let used: std::collections::HashSet<&str> =
-            self.resources.values().filter_map(|r| r.content_sha256.as_deref()).collect();
-        self.contents.retain(|hash, _| used.contains(hash.as_str()));
+            self.resources.values().filter_map(Recorded::content_sha256).collect();
+        self.contents.retain(|hash| used.contains(hash));
     }
 
     /// Writes atomically: temp file in the same directory, fsync, rename, fsync dir.
@@ -248,9 +273,8 @@ impl State {
         self.serial += 1;
         self.prune_contents();
         let io = |source| StateError::Io { path: path.to_owned(), source };
-        let json =
-            serde_json::to_vec_pretty(self).map_err(|source| StateError::Parse { path: path.to_owned(), source })?;
-        write_atomic(path, &json).map_err(io)
+        let bytes = file::write(self).map_err(|source| StateError::Parse { path: path.to_owned(), source })?;
+        write_atomic(path, &bytes).map_err(io)
     }
 }
 
@@ -356,8 +380,11 @@ mod tests {
         let qos = &state.resources["head:command:sacctmgr-qos-team-b"];
         assert_eq!((qos.undo.clone(), qos.order), (Some(Undo::Run { argv: undo }), 7));
         assert_eq!(state.resources["head:command:bare"].undo, None);
-        let file = &state.resources["node01:file:/etc/slurm/topology.conf"];
-        assert_eq!(file.undo, Some(Undo::DeleteFile { path: "/etc/slurm/topology.conf".into() }));
+        // A file's undo is the one its id names: not kept twice.
+        let id = "node01:file:/etc/slurm/topology.conf";
+        assert_eq!(state.resources[id].undo, None);
+        let undo = crate::plan::removal::undo_of(id, &state.resources[id]);
+        assert_eq!(undo, Some(Undo::DeleteFile { path: "/etc/slurm/topology.conf".into() }));
         // Declaring an undo changes nothing on the host: the fingerprint ignores it.
         assert_eq!(
             command("c", None).desired.fingerprint(),
@@ -378,5 +405,190 @@ mod tests {
         let loaded = State::load(&path, "lab").expect("loads");
         let record = &loaded.resources["node01:file:/etc/hosts"];
         assert_eq!((record.undo.clone(), record.order), (None, 0));
+    }
+
+    #[test]
+    fn a_state_written_by_version_1_loads_and_is_written_back_as_version_2() {
+        // Written by main at 9737680 (format 1): every kind of record, a secret, a
+        // record from before undos and orders were kept, a rollout in progress.
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/state/v1-main.json");
+        let old = State::load(&fixture, "lab").expect("a version-1 file loads");
+        assert_eq!((old.format_version, old.serial, old.resources.len()), (STATE_FORMAT_VERSION, 1, 10));
+        let conf = &old.resources["node01:file:/etc/slurm/slurm.conf"];
+        assert_eq!(
+            old.contents.get(conf.content_sha256().expect("a hash")),
+            Some("ClusterName=lab\nSlurmctldHost=head\n")
+        );
+        let key = &old.resources["node01:file:/etc/munge/munge.key"];
+        assert!(key.secret && key.content_sha256().is_none());
+        // What undoes each record is what version 1 said, kept or named by the id.
+        let undo = |id: &str| crate::plan::removal::undo_of(id, &old.resources[id]);
+        assert_eq!(undo("node01:file:/etc/hosts"), Some(Undo::DeleteFile { path: "/etc/hosts".into() }));
+        assert_eq!(undo("node01:dir:/etc/slurm"), Some(Undo::DeleteDirectory { path: "/etc/slurm".into() }));
+        assert_eq!(undo("node01:package:slurmd"), Some(Undo::KeepPackage { name: "slurmd".into() }));
+        assert_eq!(undo("node01:power:system"), Some(Undo::Api));
+        assert_eq!(undo("node01:command:nvidia-persistenced-mode"), None);
+        assert!(matches!(undo("head:command:sacctmgr-qos-team-b"), Some(Undo::Run { argv }) if argv[2] == "delete"));
+        assert_eq!(old.resources["node01:file:/etc/old.conf"].order, 0);
+        assert_eq!(old.rollout.as_ref().map(|rollout| rollout.nodes["node01"].step), Some(RolloutStep::Applied));
+
+        // Recording the same resources again changes no record: a deploy with
+        // nothing to do leaves a version-1 file as it is.
+        let mut again = old.clone();
+        for (rank, resource) in fixture_resources().iter().enumerate() {
+            assert!(!again.record_at(resource, rank as u64 + 1), "{} unchanged", resource.id);
+        }
+        assert_eq!(again, old);
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.json");
+        again.save(&path).expect("saves");
+        let text = std::fs::read_to_string(&path).expect("reads");
+        assert!(text.starts_with("{\"format_version\":2,"), "{text}");
+        assert!(!text.contains("TOP-SECRET-KEY"));
+        let new = State::load(&path, "lab").expect("loads");
+        assert_eq!(new.serial, 2);
+        assert_eq!(new, again);
+        let v1_bytes = std::fs::metadata(&fixture).expect("fixture").len();
+        assert!((text.len() as u64) < v1_bytes / 2, "{} bytes, version 1 {v1_bytes}", text.len());
+    }
+
+    /// The resources of `tests/fixtures/state/v1-main.json`, as main recorded them.
+    fn fixture_resources() -> Vec<Resource> {
+        use crate::resource::api::{ApiDesired, PowerState};
+        use crate::resource::{OnChange, Reads, ResourceId};
+        let target = Target::node("node01");
+        let command =
+            |name: &str, argv: &[&str], creates: Option<&str>, undo: Option<&[&str]>, reads: Option<Reads>| {
+                let words = |list: &[&str]| list.iter().map(|word| (*word).to_owned()).collect::<Vec<_>>();
+                let host = if reads.is_some() { Target::node("head") } else { target.clone() };
+                Resource::new(
+                    host,
+                    name,
+                    Desired::Command {
+                        argv: words(argv),
+                        creates: creates.map(str::to_owned),
+                        unless: None,
+                        description: name.to_owned(),
+                        undo: undo.map(words),
+                        reads,
+                    },
+                )
+            };
+        let reads = Reads {
+            argv: vec!["sacctmgr".into(), "-nP".into(), "show".into(), "qos".into(), "team-b".into()],
+            wanted: vec![("Priority".into(), "10".into()), ("GrpTRES".into(), "gres/gpu=8".into())],
+        };
+        vec![
+            Resource::new(
+                target.clone(),
+                "/etc/slurm",
+                Desired::Directory { path: "/etc/slurm".into(), mode: 0o755, owner: "root".into() },
+            ),
+            file("/etc/slurm/slurm.conf", "ClusterName=lab\nSlurmctldHost=head\n", false),
+            file("/etc/hosts", "127.0.0.1 localhost\n10.10.0.11 node01\n", false),
+            file("/etc/munge/munge.key", "TOP-SECRET-KEY", true),
+            Resource::new(target.clone(), "slurmd", Desired::Package { name: "slurmd".into() }),
+            Resource::new(
+                target.clone(),
+                "slurmd",
+                Desired::Service {
+                    name: "slurmd".into(),
+                    enabled: true,
+                    running: true,
+                    watches: vec![ResourceId::new("node01", "file", "/etc/slurm/slurm.conf")],
+                    on_change: OnChange::Restart,
+                },
+            ),
+            command(
+                "sacctmgr-qos-team-b",
+                &["sacctmgr", "-i", "add", "qos", "team-b"],
+                None,
+                Some(&["sacctmgr", "-i", "delete", "qos", "team-b"]),
+                Some(reads),
+            ),
+            command(
+                "nvidia-persistenced-mode",
+                &["nvidia-smi", "-pm", "1"],
+                Some("/run/toolkit/persistence"),
+                None,
+                None,
+            ),
+            Resource::new(
+                target.clone(),
+                "system",
+                Desired::Api(Box::new(ApiDesired::Power { host: "node01".to_owned(), state: PowerState::On })),
+            ),
+        ]
+    }
+
+    #[test]
+    fn file_texts_are_parsed_only_when_asked_for() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.json");
+        let mut state = State::empty("lab");
+        state.record(&file("/etc/a", "line one\nline \"two\"\n", false));
+        state.record(&file("/etc/b", "B\n", false));
+        state.save(&path).expect("saves");
+        let text = std::fs::read_to_string(&path).expect("reads");
+        // The records, then one line per text.
+        assert_eq!(text.lines().count(), 3, "{text}");
+        let loaded = State::load(&path, "lab").expect("loads");
+        assert!(loaded.contents.is_unread());
+        let hash = loaded.resources["node01:file:/etc/a"].content_sha256().expect("hash").to_owned();
+        assert_eq!(loaded.contents.get(&hash), Some("line one\nline \"two\"\n"));
+        assert!(!loaded.contents.is_unread());
+        assert_eq!(loaded, state);
+
+        // A damaged text costs its diff, not the state.
+        let lines: Vec<&str> = text.lines().collect();
+        std::fs::write(&path, format!("{}\n{}\n{}\n", lines[0], &lines[1][..10], lines[2])).expect("writes");
+        let loaded = State::load(&path, "lab").expect("the records load");
+        assert_eq!(loaded.resources, state.resources);
+        assert_eq!(loaded.contents.len(), 1);
+    }
+
+    #[test]
+    fn each_distinct_fingerprint_is_written_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.json");
+        let mut state = State::empty("lab");
+        for node in 0..50 {
+            let target = Target::node(&format!("node{node:02}"));
+            state.record(&Resource::new(target.clone(), "slurmd", Desired::Package { name: "slurmd".into() }));
+            let conf = Resource::new(
+                target,
+                "/etc/slurm/slurm.conf",
+                Desired::File {
+                    path: "/etc/slurm/slurm.conf".into(),
+                    content: Content::new("ClusterName=lab\n".into()),
+                    mode: 0o644,
+                    owner: "root".into(),
+                    group: "root".into(),
+                    secret: false,
+                    check: None,
+                },
+            );
+            state.record(&conf);
+        }
+        state.save(&path).expect("saves");
+        let text = std::fs::read_to_string(&path).expect("reads");
+        assert_eq!(text.matches("\"package:slurmd\"").count(), 1, "{text}");
+        assert_eq!(text.matches("owner:root:root").count(), 1, "{text}");
+        assert_eq!(State::load(&path, "lab").expect("loads"), state);
+    }
+
+    #[test]
+    fn a_damaged_or_newer_state_file_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.json");
+        std::fs::write(&path, "{\"format_version\":3,\"cluster\":\"lab\"}\n").expect("writes");
+        let error = State::load(&path, "lab").expect_err("newer").to_string();
+        assert!(error.contains("format version 3") && error.contains("state.json"), "{error}");
+        let text = "{\"format_version\":2,\"cluster\":\"lab\",\"serial\":1,\"fingerprints\":[\"package:a\"],\
+                    \"resources\":{\"n1:package:a\":[1,1]}}\n";
+        std::fs::write(&path, text).expect("writes");
+        let error = State::load(&path, "lab").expect_err("no such fingerprint").to_string();
+        assert!(error.contains("`n1:package:a` names fingerprint 1 of 1"), "{error}");
     }
 }

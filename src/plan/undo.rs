@@ -74,6 +74,34 @@ impl Undo {
         })
     }
 
+    /// The undo a record keeps for `desired`, whose id is `id`: none when it is the
+    /// one the id names ([`Self::derived`]), which most are.
+    #[must_use]
+    pub fn kept(desired: &Desired, id: &str) -> Option<Self> {
+        let named = match desired {
+            Desired::File { path, .. } | Desired::Directory { path, .. } => Some(path.as_str()),
+            Desired::Service { name, .. } | Desired::Package { name } => Some(name.as_str()),
+            Desired::Command { .. } | Desired::Api(_) => None,
+        };
+        if named.is_some() && named == id.splitn(3, ':').nth(2) {
+            return None;
+        }
+        Self::of(desired).filter(|undo| !undo.is_derived(id, desired.kind()))
+    }
+
+    /// Whether this is what [`Self::derived`] makes of `id` and `kind`.
+    #[must_use]
+    pub fn is_derived(&self, id: &str, kind: &str) -> bool {
+        let Some(name) = id.splitn(3, ':').nth(2) else { return false };
+        match (self, kind) {
+            (Self::DeleteFile { path }, "file") | (Self::DeleteDirectory { path }, "dir") => path == name,
+            (Self::StopService { unit }, "service") => unit == name,
+            (Self::KeepPackage { name: package }, "package") => package == name,
+            (Self::Api, kind) => !matches!(kind, "file" | "dir" | "service" | "package" | "command"),
+            _ => false,
+        }
+    }
+
     /// The undo of a record from a state file written before undos were kept:
     /// files, directories, units and packages are named by their id
     /// (`<target>:<kind>:<name>`); a command's undo cannot be known.

@@ -1,0 +1,134 @@
+//! The file texts a state keeps for offline diffs, read from the state file only
+//! when something asks for them.
+//!
+//! Stage: plan (data). Input: the lines of a state file after its records, one text
+//! each (`["<sha256>","<text>"]`), or texts recorded by a deploy. Output: texts by
+//! hash. A deploy with nothing to change compares fingerprints only, so the texts —
+//! most of a large cluster's state file — stay an unparsed string.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Non-secret file texts by SHA-256, parsed from the state file on first use.
+#[derive(Debug, Clone, Default)]
+pub struct Contents {
+    /// The parsed texts; unset until first asked for when [`Self::unread`] holds lines.
+    texts: OnceLock<BTreeMap<String, String>>,
+    /// State file lines not parsed yet.
+    unread: Option<Unread>,
+}
+
+#[derive(Debug, Clone)]
+struct Unread {
+    lines: String,
+    /// The state file, for the log.
+    path: PathBuf,
+    /// Line number of the first line in the file.
+    first_line: usize,
+}
+
+impl Contents {
+    /// Texts kept as `lines` of the state file `path` (one `["<sha256>","<text>"]`
+    /// per line, the first being line `first_line`), parsed on first use.
+    #[must_use]
+    pub fn unread(lines: String, path: &Path, first_line: usize) -> Self {
+        Self { texts: OnceLock::new(), unread: Some(Unread { lines, path: path.to_owned(), first_line }) }
+    }
+
+    fn texts(&self) -> &BTreeMap<String, String> {
+        self.texts.get_or_init(|| self.unread.as_ref().map(parse).unwrap_or_default())
+    }
+
+    fn texts_mut(&mut self) -> &mut BTreeMap<String, String> {
+        self.texts();
+        self.unread = None;
+        self.texts.get_mut().expect("initialized just above")
+    }
+
+    /// Whether the texts are still the unparsed lines of the file.
+    #[must_use]
+    pub fn is_unread(&self) -> bool {
+        self.texts.get().is_none() && self.unread.is_some()
+    }
+
+    /// The text with this hash.
+    #[must_use]
+    pub fn get(&self, sha256: &str) -> Option<&str> {
+        self.texts().get(sha256).map(String::as_str)
+    }
+
+    /// Whether a text with this hash is kept.
+    #[must_use]
+    pub fn contains(&self, sha256: &str) -> bool {
+        self.texts().contains_key(sha256)
+    }
+
+    /// Keeps `text` under `sha256`.
+    pub fn insert(&mut self, sha256: String, text: String) {
+        self.texts_mut().insert(sha256, text);
+    }
+
+    /// Keeps only the texts whose hash `keep` accepts.
+    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.texts_mut().retain(|hash, _| keep(hash));
+    }
+
+    /// How many texts are kept.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.texts().len()
+    }
+
+    /// Whether no text is kept.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.texts().is_empty()
+    }
+
+    /// The texts with their hashes, by hash.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.texts().iter().map(|(hash, text)| (hash.as_str(), text.as_str()))
+    }
+}
+
+impl Extend<(String, String)> for Contents {
+    fn extend<I: IntoIterator<Item = (String, String)>>(&mut self, texts: I) {
+        self.texts_mut().extend(texts);
+    }
+}
+
+impl FromIterator<(String, String)> for Contents {
+    fn from_iter<I: IntoIterator<Item = (String, String)>>(texts: I) -> Self {
+        Self { texts: OnceLock::from(texts.into_iter().collect::<BTreeMap<_, _>>()), unread: None }
+    }
+}
+
+impl PartialEq for Contents {
+    fn eq(&self, other: &Self) -> bool {
+        self.texts() == other.texts()
+    }
+}
+
+impl Eq for Contents {}
+
+/// The texts of `lines`. Texts only make diffs: a line that cannot be read costs
+/// its diff, said once in the log, not the deploy.
+fn parse(unread: &Unread) -> BTreeMap<String, String> {
+    let mut texts = BTreeMap::new();
+    for (number, line) in (unread.first_line..).zip(unread.lines.lines()) {
+        if line.is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<(String, String)>(line) {
+            Ok((hash, text)) => {
+                texts.insert(hash, text);
+            }
+            Err(error) => tracing::warn!(
+                "state file `{}` line {number}: a kept file text cannot be read ({error}); its diff is not shown",
+                unread.path.display()
+            ),
+        }
+    }
+    texts
+}
