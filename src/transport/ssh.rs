@@ -594,9 +594,10 @@ struct HostKeyVerifier {
 }
 
 impl HostKeyVerifier {
-    fn accept(&self, key: &russh::keys::PublicKey) -> Result<bool, VerifierError> {
+    /// Accepts `key` and keeps it for the connection.
+    fn accept(&self, key: &russh::keys::PublicKey) -> bool {
         *self.accepted.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(key.clone());
-        Ok(true)
+        true
     }
 }
 
@@ -622,12 +623,12 @@ impl client::Handler for HostKeyVerifier {
         };
         let refuse = |error: TransportError| Err(VerifierError::HostKey(Box::new(error)));
         match self.known.check(&self.names, key) {
-            HostKeyStatus::Known => self.accept(key),
+            HostKeyStatus::Known => Ok(self.accept(key)),
             HostKeyStatus::Unknown if self.accept_new => {
                 known_hosts::append(&self.known_hosts, &self.names[0], key)
                     .map_err(|error| VerifierError::HostKey(Box::new(error)))?;
                 tracing::info!(host = %self.host, fingerprint = %fingerprint(key), "recorded new host key");
-                self.accept(key)
+                Ok(self.accept(key))
             }
             HostKeyStatus::Unknown => refuse(TransportError::UnknownHostKey {
                 host: self.host.clone(),
@@ -657,6 +658,8 @@ impl client::Handler for HostKeyVerifier {
 type SharedResult = Result<Arc<SshSession>, Arc<TransportError>>;
 pub(crate) type SharedLink = Result<Arc<Link>, Arc<TransportError>>;
 type Cells<T> = Mutex<HashMap<String, Arc<OnceCell<T>>>>;
+/// Whether the background process reached a host.
+type Reached = Result<(), Arc<TransportError>>;
 
 /// Connections by [`SshTarget::connection_key`], made once each (a bastion once
 /// however many hosts sit behind it); a connection found closed is made again.
@@ -736,7 +739,7 @@ pub struct SshPool {
     options: SshOptions,
     links: Links,
     mux: Option<Arc<super::mux::Client>>,
-    kept: Cells<Result<(), Arc<TransportError>>>,
+    kept: Cells<Reached>,
 }
 
 impl SshPool {
@@ -789,7 +792,7 @@ impl SshPool {
         Ok(Arc::new(SshSession { target: target.clone(), via: Via::Link(link), command_timeout }))
     }
 
-    fn kept_cells(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<OnceCell<Result<(), Arc<TransportError>>>>>> {
+    fn kept_cells(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<OnceCell<Reached>>>> {
         self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 

@@ -298,8 +298,12 @@ fn kept_connections_serve_the_next_run_and_a_killed_one_is_made_again() {
     eventually("host1's session ended", || sessions(&hosts, 1).is_empty());
     let after = workspace.push(&["--yes", "--ssh-persist", "30"]);
     assert_eq!(after.status.code(), Some(0), "{}", text(&after));
-    let host1 = sessions(&hosts, 1);
-    assert!(host1.len() == 1 && host1 != kept[0], "host1 connected again: {host1:?} (was {:?})", kept[0]);
+    let reconnected = sessions(&hosts, 1);
+    assert!(
+        reconnected.len() == 1 && reconnected != kept[0],
+        "host1 connected again: {reconnected:?} (was {:?})",
+        kept[0]
+    );
     assert_eq!(sessions(&hosts, 2), kept[1]);
 
     let closed = workspace.disconnect();

@@ -48,7 +48,7 @@ pub struct Persist {
 /// Ansible's ControlPersist default: long enough for the next command of a session
 /// (plan then deploy, deploy then validate, a rerun after an edit), short enough that
 /// authenticated connections do not outlive the work by much.
-pub const DEFAULT_IDLE: Duration = Duration::from_secs(60);
+pub const DEFAULT_IDLE: Duration = Duration::from_mins(1);
 
 /// `$XDG_RUNTIME_DIR/toolkit/ssh.sock`, else `/tmp/toolkit-UID/ssh.sock`; the
 /// directory is created 0700 and must belong to this user and be closed to others.
@@ -114,7 +114,7 @@ impl Client {
         match wire::receive(&mut stream).await.map_err(|error| self.lost(&target.host, &error))? {
             Reply::Connected => Ok(()),
             Reply::Failed { message } => Err(TransportError::Mux { host: Some(target.host.clone()), message }),
-            other => Err(self.unexpected(&target.host, &other)),
+            other => Err(Self::unexpected(&target.host, &other)),
         }
     }
 
@@ -150,15 +150,13 @@ impl Client {
             let stderr = read_exactly(&mut reader, stderr).await?;
             Ok::<_, std::io::Error>(Ok(Output { status, stdout, stderr }))
         };
-        let (sent, received) = tokio::join!(send, receive);
-        match received.map_err(|error| self.lost(&target.host, &error))? {
+        let (input_sent, reply) = tokio::join!(send, receive);
+        match reply.map_err(|error| self.lost(&target.host, &error))? {
             Ok(output) => Ok(output),
             Err(Reply::Failed { message }) => Err(TransportError::Mux { host: Some(target.host.clone()), message }),
             // The process answered before reading all input only with a failure.
-            Err(other) => {
-                Err(sent
-                    .map_or_else(|error| self.lost(&target.host, &error), |()| self.unexpected(&target.host, &other)))
-            }
+            Err(other) => Err(input_sent
+                .map_or_else(|error| self.lost(&target.host, &error), |()| Self::unexpected(&target.host, &other))),
         }
     }
 
@@ -236,7 +234,7 @@ impl Client {
         }
     }
 
-    fn unexpected(&self, host: &str, reply: &Reply) -> TransportError {
+    fn unexpected(host: &str, reply: &Reply) -> TransportError {
         TransportError::Mux {
             host: Some(host.to_owned()),
             message: format!("unexpected answer from the connection keeper: {reply:?}"),
