@@ -3,8 +3,10 @@
 # toolkit, Ansible, pyinfra and the plain-ssh floor. Per host: ensure a 0755 dir,
 # render and push 3 files (~2 KB, ~20 KB, ~200 KB), run one command; a first run on
 # empty hosts and an idempotent rerun. Prints medians over RUNS runs (default 3) and
-# the peak memory of the controller process, then one summary line:
-#   fanout N=<n> toolkit_first_s=… toolkit_rerun_s=… ansible_first_s=… ansible_rerun_s=…
+# the peak memory of the controller process (and of toolkit's connection keeper, the
+# background process that holds the SSH connections between runs), then one summary line:
+#   fanout N=<n> toolkit_first_s=… toolkit_rerun_s=… toolkit_peak_mib=… keeper_peak_mib=…
+#          ansible_first_s=… ansible_rerun_s=…
 #          pyinfra_first_s=… pyinfra_rerun_s=… floor_s=… floor_c25519_s=…
 # floor_s is plain `ssh` with OpenSSH's default key exchange (sntrup761x25519 in 9.2);
 # floor_c25519_s is the same with curve25519-sha256, the exchange toolkit negotiates:
@@ -59,13 +61,37 @@ timed() {
 median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print "-"; else if (NR%2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 peak_mib() { awk '{if ($2>m) m=$2} END {if (NR==0) print "-"; else printf "%.0f\n", m/1024}'; }
 
-# push LABEL BINARY: a first run on clean hosts and a rerun.
+# The connection keeper's socket of the toolkit runs (toolkit keeps SSH connections
+# open for 60 s after a run by default): private to the bench.
+export XDG_RUNTIME_DIR=$B/xdg
+mkdir -p -m 0700 "$XDG_RUNTIME_DIR"
+KEEPER_SOCKET=$XDG_RUNTIME_DIR/toolkit/ssh.sock
+
+# keeper_kib: peak RSS (VmHWM) of the running connection keeper, or nothing.
+keeper_kib() {
+  local dir
+  for dir in /proc/[0-9]*; do
+    if tr '\0' ' ' < "$dir/cmdline" 2>/dev/null | grep -q -- "ssh-mux --socket $KEEPER_SOCKET "; then
+      awk '/^VmHWM:/ {print $2}' "$dir/status"
+      return
+    fi
+  done
+}
+
+# push LABEL BINARY: a first run on clean hosts with no kept connection (cold, as a
+# first run after the idle time), then a rerun (which reuses the kept connections
+# when the binary keeps them). The keeper's peak memory goes to times-LABEL-keeper.
 push() {
   clean_hosts
   local label=$1 binary=$2
+  "$binary" disconnect >/dev/null 2>&1 || true
   for run in first rerun; do
     timed "$label-$run" "$binary" push "$ROOT/benches/fanout/push.yaml" -i "$B/inventory_toolkit.yaml" --yes --parallel "$N" --state "$B/toolkit-state.json"
   done
+  local keeper
+  keeper=$(keeper_kib)
+  if [ -n "$keeper" ]; then echo "0 $keeper" >> "$B/times-$label-keeper"; fi
+  "$binary" disconnect >/dev/null 2>&1 || true
 }
 
 run_tool() {
@@ -101,7 +127,7 @@ done
 field() { if [ -f "$B/times-$1" ]; then median < "$B/times-$1"; else echo -; fi; }
 memory() { if [ -f "$B/times-$1" ]; then peak_mib < "$B/times-$1"; else echo -; fi; }
 printf '%-22s %10s %10s\n' run median_s peak_MiB
-for label in toolkit-first toolkit-rerun toolkit-before-first toolkit-before-rerun ansible-first ansible-rerun pyinfra-first pyinfra-rerun floor floor-c25519; do
+for label in toolkit-first toolkit-rerun toolkit-keeper toolkit-before-first toolkit-before-rerun toolkit-before-keeper ansible-first ansible-rerun pyinfra-first pyinfra-rerun floor floor-c25519; do
   printf '%-22s %10s %10s\n' "$label" "$(field "$label")" "$(memory "$label")"
 done
-echo "fanout N=$N toolkit_first_s=$(field toolkit-first) toolkit_rerun_s=$(field toolkit-rerun) toolkit_peak_mib=$(memory toolkit-first)/$(memory toolkit-rerun) ansible_first_s=$(field ansible-first) ansible_rerun_s=$(field ansible-rerun) pyinfra_first_s=$(field pyinfra-first) pyinfra_rerun_s=$(field pyinfra-rerun) floor_s=$(field floor) floor_c25519_s=$(field floor-c25519)"
+echo "fanout N=$N toolkit_first_s=$(field toolkit-first) toolkit_rerun_s=$(field toolkit-rerun) toolkit_peak_mib=$(memory toolkit-first)/$(memory toolkit-rerun) keeper_peak_mib=$(memory toolkit-keeper) ansible_first_s=$(field ansible-first) ansible_rerun_s=$(field ansible-rerun) pyinfra_first_s=$(field pyinfra-first) pyinfra_rerun_s=$(field pyinfra-rerun) floor_s=$(field floor) floor_c25519_s=$(field floor-c25519)"

@@ -129,7 +129,7 @@ pub async fn write_batch<E: Executor>(
         return vec![Some(Err("only files and directories are written in a batch".to_owned())); desired.len()];
     }
     let output = match batch::script(&items, backup) {
-        Ok((argv, input)) => executor.exec_with_input(&argv, &input).await,
+        Ok((argv, input)) => executor.exec_with_parts(&argv, &input).await,
         Err(error) => Err(error),
     };
     match output {

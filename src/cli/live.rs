@@ -11,6 +11,7 @@ use crate::deploy::{self, LivePlan};
 use crate::inventory::LoadedInventory;
 use crate::plan::diff::PlanInputs;
 use crate::resource::api::KUBERNETES_TARGET;
+use crate::transport::mux;
 use crate::transport::ssh::{SshOptions, SshPool};
 use crate::transport::targets::{self, LocalUser};
 
@@ -26,6 +27,11 @@ pub struct SshArgs {
     /// Seconds to wait for a host's SSH connection.
     #[arg(long, default_value_t = 10)]
     pub connect_timeout: u64,
+    /// Seconds a background process keeps the SSH connections open after the run
+    /// for the next one to reuse (0: close them when the run ends). Default: the
+    /// inventory's `ssh.persist`, else 60, as Ansible's ControlPersist.
+    #[arg(long, env = "TOOLKIT_SSH_PERSIST", value_name = "SECONDS")]
+    pub ssh_persist: Option<u64>,
 }
 
 /// How `deploy` and `push` apply: shared flags.
@@ -77,9 +83,31 @@ pub(crate) fn pool(inventory: &LoadedInventory, args: &SshArgs) -> anyhow::Resul
     let options = SshOptions {
         accept_new_host_keys: args.accept_new_host_keys,
         connect_timeout: std::time::Duration::from_secs(args.connect_timeout),
+        persist: persist(inventory, args),
         ..SshOptions::default()
     };
     Ok(SshPool::new(targets, options))
+}
+
+/// Whether and how long connections outlive the run: `--ssh-persist`, else the
+/// inventory's `ssh.persist`, else [`mux::DEFAULT_IDLE`]. Without a private socket
+/// directory the run keeps nothing (and says why).
+fn persist(inventory: &LoadedInventory, args: &SshArgs) -> Option<mux::Persist> {
+    let seconds = args
+        .ssh_persist
+        .or(inventory.inventory.ssh.as_ref().and_then(|ssh| ssh.persist))
+        .unwrap_or(mux::DEFAULT_IDLE.as_secs());
+    if seconds == 0 {
+        return None;
+    }
+    let located = mux::default_socket().and_then(|socket| std::env::current_exe().map(|program| (socket, program)));
+    match located {
+        Ok((socket, program)) => Some(mux::Persist { socket, idle: std::time::Duration::from_secs(seconds), program }),
+        Err(error) => {
+            eprintln!("warning: SSH connections are not kept after this run: {error}");
+            None
+        }
+    }
 }
 
 /// Identity of the inputs as recorded in plans.

@@ -2,6 +2,7 @@
 //! command. Exit codes follow `terraform plan -detailed-exitcode`: 0 nothing to do
 //! or all passed, 2 changes pending or tests failed, 1 error.
 
+mod connections;
 mod deploy;
 mod destroy;
 mod lab;
@@ -64,6 +65,12 @@ pub enum Command {
     Report(report::Args),
     /// Read one acceptance-tool output (nccl-tests, dcgmi, ibstat…) as toolkit does.
     Parse(parse::Args),
+    /// Close the SSH connections kept open after earlier runs (see `--ssh-persist`).
+    Disconnect(connections::DisconnectArgs),
+    /// The background process that keeps SSH connections between runs (started by
+    /// toolkit itself).
+    #[command(hide = true)]
+    SshMux(connections::MuxArgs),
 }
 
 /// How results are printed on stdout.
@@ -115,6 +122,8 @@ pub fn run() -> ExitCode {
         Command::Validate(args) => validate::run(&args),
         Command::Report(args) => report::run(&args),
         Command::Parse(args) => parse::run(&args),
+        Command::Disconnect(args) => connections::disconnect(&args),
+        Command::SshMux(args) => connections::serve(&args),
     };
     match status {
         Ok(status) => status.into(),

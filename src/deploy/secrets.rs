@@ -71,6 +71,7 @@ mod tests {
             state_file: None,
             cloud: None,
             kubernetes: None,
+            ssh: None,
         };
         let first = ensure(&inventory, dir.path()).expect("generates");
         assert_eq!(first.0.len(), 1);

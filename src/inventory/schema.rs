@@ -45,6 +45,20 @@ pub struct Inventory {
     /// The Kubernetes API server of a cluster scheduled by Kubernetes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes: Option<KubernetesAccess>,
+    /// How toolkit's SSH connections behave across runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh: Option<SshSettings>,
+}
+
+/// SSH settings of the controller (not of a host).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SshSettings {
+    /// Seconds a background process keeps the connections open after a run for
+    /// the next run to reuse; 0 closes them when the run ends. Default 60 (as
+    /// Ansible's ControlPersist). `--ssh-persist` overrides it.
+    #[serde(default)]
+    pub persist: Option<u64>,
 }
 
 /// How toolkit reaches the cluster's API server: a kubeconfig, which holds (or

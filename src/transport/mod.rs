@@ -10,6 +10,7 @@
 
 pub mod batch;
 pub mod known_hosts;
+pub mod mux;
 pub mod quote;
 pub mod ssh;
 pub mod targets;
@@ -233,6 +234,16 @@ pub enum TransportError {
         /// Why.
         reason: String,
     },
+    /// The background process that keeps connections failed, or reported what
+    /// failed on its side (the message is its error's, as a direct connection would
+    /// say it). `host: None`: the process itself could not be reached or started.
+    #[error("{message}")]
+    Mux {
+        /// Target name, when the failure is about one host.
+        host: Option<String>,
+        /// What went wrong.
+        message: String,
+    },
     /// The known_hosts file could not be read or updated.
     #[error("cannot read or update known_hosts `{path}`: {source}")]
     KnownHosts {
@@ -245,7 +256,7 @@ pub enum TransportError {
 }
 
 /// How a remote command ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ExitStatus {
     /// It exited with this code.
     Code(u32),
@@ -332,6 +343,17 @@ pub trait Executor: Send + Sync {
         argv: &[String],
         input: &[u8],
     ) -> impl Future<Output = Result<Output, TransportError>> + Send;
+
+    /// Runs `argv` with `parts` on its standard input, one after another, then
+    /// end-of-file. The SSH transport streams each part from the caller's bytes, so
+    /// files sent together are never copied into one buffer; the default joins them.
+    fn exec_with_parts(
+        &self,
+        argv: &[String],
+        parts: &[&[u8]],
+    ) -> impl Future<Output = Result<Output, TransportError>> + Send {
+        async move { self.exec_with_input(argv, &parts.concat()).await }
+    }
 
     /// Writes a file atomically (temp file, fsync, check, rename); see [`write`].
     fn write_file(

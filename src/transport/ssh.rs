@@ -9,7 +9,10 @@
 //! refused always. The key exchange is the dominant cost of a fan-out, so
 //! `curve25519-sha256` (about ten times cheaper than the post-quantum hybrids) is
 //! offered first. [`SshPool`] connects hosts on demand, at most once each, and
-//! shares bastion connections between the hosts behind them.
+//! shares bastion connections between the hosts behind them. With
+//! [`SshOptions::persist`] the connections are made and kept by the background
+//! process of [`super::mux`], so the next run reuses them instead of paying a key
+//! exchange per host again.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -29,7 +32,7 @@ use super::known_hosts::{self, HostKeyStatus, KnownHosts, fingerprint};
 use super::{Executor, ExitStatus, Output, TransportError, quote, summarize};
 
 /// Where and how to log in to one host.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SshTarget {
     /// Target name (`node01`), used in messages and as the pool key.
     pub host: String,
@@ -85,7 +88,7 @@ impl SshTarget {
     }
 
     /// Pool key of a connection: two targets with equal keys share it.
-    fn connection_key(&self) -> String {
+    pub(crate) fn connection_key(&self) -> String {
         let identity =
             self.identity_file.as_deref().map_or_else(|| "agent".to_owned(), |path| path.display().to_string());
         let key =
@@ -98,7 +101,7 @@ impl SshTarget {
 }
 
 /// Limits and policies shared by all connections of a run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct SshOptions {
     /// TCP connect + key exchange + authentication.
     pub connect_timeout: Duration,
@@ -112,11 +115,15 @@ pub struct SshOptions {
     pub accept_new_host_keys: bool,
     /// ssh-agent socket used when a target has no identity file.
     pub agent_socket: Option<PathBuf>,
+    /// Keep the connections open after the run, in a background process, for the
+    /// next run to reuse; `None` closes them when the run ends.
+    #[serde(skip)]
+    pub persist: Option<super::mux::Persist>,
 }
 
 impl Default for SshOptions {
     /// 10 s to connect, 10 min per command, keepalive every 15 s, strict host keys,
-    /// the agent from `SSH_AUTH_SOCK`.
+    /// the agent from `SSH_AUTH_SOCK`, connections closed when the run ends.
     fn default() -> Self {
         Self {
             connect_timeout: Duration::from_secs(10),
@@ -125,14 +132,18 @@ impl Default for SshOptions {
             keepalive_max: 3,
             accept_new_host_keys: false,
             agent_socket: std::env::var_os("SSH_AUTH_SOCK").filter(|value| !value.is_empty()).map(PathBuf::from),
+            persist: None,
         }
     }
 }
 
 /// One authenticated SSH connection; shared by every [`SshSession`] to the same
 /// endpoint, user and key.
-struct Link {
+pub(crate) struct Link {
     handle: Handle<HostKeyVerifier>,
+    /// The host key the server proved it holds, checked against known_hosts again
+    /// before a kept connection serves another run.
+    host_key: Option<russh::keys::PublicKey>,
     /// Keeps the bastion connection (which carries this one) alive.
     _bastion: Option<Arc<Link>>,
 }
@@ -160,8 +171,8 @@ impl Link {
             let _ = socket.set_nodelay(true);
             handshake(target, options, socket).await
         };
-        let handle = with_connect_timeout(target, options, attempt).await?;
-        Ok(Self { handle, _bastion: None })
+        let (handle, host_key) = with_connect_timeout(target, options, attempt).await?;
+        Ok(Self { handle, host_key, _bastion: None })
     }
 
     async fn connect_via(
@@ -184,16 +195,151 @@ impl Link {
                 })?;
             handshake(target, options, channel.into_stream()).await
         };
-        let handle = with_connect_timeout(target, options, attempt).await?;
-        Ok(Self { handle, _bastion: Some(bastion) })
+        let (handle, host_key) = with_connect_timeout(target, options, attempt).await?;
+        Ok(Self { handle, host_key, _bastion: Some(bastion) })
+    }
+
+    /// Whether the connection has ended (the server closed it, or keepalives went
+    /// unanswered).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.handle.is_closed()
+    }
+
+    /// Whether `target`'s known_hosts still lists the key this connection was made
+    /// with: a kept connection must not outlive the trust it was opened under.
+    pub(crate) fn still_trusted(&self, target: &SshTarget) -> bool {
+        let Some(key) = &self.host_key else { return false };
+        KnownHosts::load(&target.known_hosts)
+            .is_ok_and(|known| matches!(known.check(&target.known_host_names(), key), HostKeyStatus::Known))
+    }
+
+    /// Says goodbye to the server.
+    pub(crate) async fn disconnect(&self) {
+        let _ = self.handle.disconnect(Disconnect::ByApplication, "", "en").await;
+    }
+
+    /// Runs the command line `line` over a new channel, with `input` on its
+    /// standard input.
+    /// Opens a session channel, or says why not (a dead connection).
+    pub(crate) async fn open(&self) -> Result<russh::Channel<client::Msg>, russh::Error> {
+        self.handle.channel_open_session().await
+    }
+}
+
+/// What a command reads on its standard input.
+pub(crate) enum Input<'a> {
+    /// These bytes, one part after another (nothing: end-of-file at once).
+    Parts(&'a [&'a [u8]]),
+    /// Whatever this reader yields, to its end (the mux's client socket).
+    Reader(&'a mut (dyn tokio::io::AsyncRead + Unpin + Send)),
+}
+
+/// A command as sent: the quoted line, and its short form for messages.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct CommandLine {
+    /// What the remote shell runs.
+    pub line: String,
+    /// [`summarize`] of the argv.
+    pub summary: String,
+}
+
+impl CommandLine {
+    /// `argv` as `target` runs it (with `sudo` when becoming root), quoted.
+    pub(crate) fn of(target: &SshTarget, argv: &[String]) -> Result<Self, TransportError> {
+        let argv = target.wrap_argv(argv);
+        Ok(Self { line: quote::command_line(&argv)?, summary: summarize(&argv) })
+    }
+}
+
+/// Runs a command on an open channel: input streamed, output collected, the
+/// command's limit enforced.
+pub(crate) async fn run_channel(
+    channel: russh::Channel<client::Msg>,
+    host: &str,
+    command: CommandLine,
+    input: Input<'_>,
+    command_timeout: Duration,
+) -> Result<Output, TransportError> {
+    let protocol = |source| TransportError::Protocol { host: host.to_owned(), source };
+    let CommandLine { line, summary } = command;
+    let command = || summary.clone();
+    let (mut reader, writer) = channel.split();
+    writer.exec(true, line.into_bytes()).await.map_err(protocol)?;
+    let send = async {
+        match input {
+            // Streamed from the caller's bytes a packet at a time: a batch of
+            // files is hundreds of kilobytes per host, every host at once.
+            Input::Parts(parts) => {
+                for part in parts {
+                    writer.data(*part).await?;
+                }
+            }
+            Input::Reader(source) => writer.data(source).await?,
+        }
+        writer.eof().await
+    };
+    let receive = async {
+        let mut output = Output { status: ExitStatus::Unknown, stdout: Vec::new(), stderr: Vec::new() };
+        let mut refused = false;
+        while let Some(message) = reader.wait().await {
+            match message {
+                ChannelMsg::Data { data } => output.stdout.extend_from_slice(&data),
+                ChannelMsg::ExtendedData { data, ext: 1 } => output.stderr.extend_from_slice(&data),
+                ChannelMsg::ExitStatus { exit_status } => output.status = ExitStatus::Code(exit_status),
+                ChannelMsg::ExitSignal { signal_name, .. } => {
+                    output.status = ExitStatus::Signal(format!("{signal_name:?}"));
+                }
+                ChannelMsg::Failure => {
+                    refused = true;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        (output, refused)
+    };
+    let finished = tokio::time::timeout(command_timeout, async { tokio::join!(send, receive) }).await;
+    let Ok((send_result, (output, refused))) = finished else {
+        // Closing the channel closes the command's pipes on the server.
+        let _ = writer.close().await;
+        return Err(TransportError::CommandTimeout {
+            host: host.to_owned(),
+            command: command(),
+            seconds: command_timeout.as_secs(),
+        });
+    };
+    if refused {
+        let _ = writer.close().await;
+        return Err(TransportError::CommandFailed {
+            host: host.to_owned(),
+            command: command(),
+            status: ExitStatus::Unknown,
+            stderr: "the server refused to run the command".to_owned(),
+        });
+    }
+    match (send_result, &output.status) {
+        // A command may exit without reading all of its input; its status says
+        // what happened.
+        (Err(_), ExitStatus::Code(code)) if *code != 0 => Ok(output),
+        (Err(source), _) => Err(protocol(source)),
+        (Ok(()), _) => Ok(output),
     }
 }
 
 /// Commands on one host, over a (possibly shared) SSH connection.
 pub struct SshSession {
     target: SshTarget,
-    link: Arc<Link>,
+    via: Via,
     command_timeout: Duration,
+}
+
+/// Who carries a session's commands.
+#[derive(Clone)]
+enum Via {
+    /// A connection of this process.
+    Link(Arc<Link>),
+    /// The connection kept by the background process.
+    Mux(Arc<super::mux::Client>),
 }
 
 impl std::fmt::Debug for SshSession {
@@ -210,21 +356,28 @@ impl SshSession {
     /// Connection, host key and authentication failures, each naming the host.
     pub async fn connect(target: &SshTarget, options: &SshOptions) -> Result<Self, TransportError> {
         let link = Link::connect(target, options).await?;
-        Ok(Self { target: target.clone(), link: Arc::new(link), command_timeout: options.command_timeout })
+        Ok(Self { target: target.clone(), via: Via::Link(Arc::new(link)), command_timeout: options.command_timeout })
     }
 
     /// Connects to `target` over a `direct-tcpip` channel of `bastion`'s connection,
     /// whatever `target.proxy_jump` says.
     ///
     /// # Errors
-    /// When the bastion cannot open the channel, or as [`SshSession::connect`].
+    /// When the bastion cannot open the channel, or as [`SshSession::connect`];
+    /// [`TransportError::InvalidArgument`] when `bastion`'s connection is kept by
+    /// the background process (it has no channel here to carry another).
     pub async fn connect_via(
         target: &SshTarget,
         options: &SshOptions,
         bastion: &SshSession,
     ) -> Result<Self, TransportError> {
-        let link = Link::connect_via(target, options, Arc::clone(&bastion.link), &bastion.target).await?;
-        Ok(Self { target: target.clone(), link: Arc::new(link), command_timeout: options.command_timeout })
+        let Via::Link(bastion_link) = &bastion.via else {
+            return Err(TransportError::InvalidArgument {
+                reason: format!("`{}` is a kept connection and cannot carry another", bastion.target.host),
+            });
+        };
+        let link = Link::connect_via(target, options, Arc::clone(bastion_link), &bastion.target).await?;
+        Ok(Self { target: target.clone(), via: Via::Link(Arc::new(link)), command_timeout: options.command_timeout })
     }
 
     /// The target this session is connected to.
@@ -234,71 +387,22 @@ impl SshSession {
     }
 
     /// Says goodbye to the server; the connection closes when the last reference
-    /// is dropped anyway.
+    /// is dropped anyway. A kept connection stays open for the next run.
     pub async fn close(&self) {
-        let _ = self.link.handle.disconnect(Disconnect::ByApplication, "", "en").await;
+        if let Via::Link(link) = &self.via {
+            link.disconnect().await;
+        }
     }
 
-    async fn run(&self, argv: &[String], input: Option<&[u8]>) -> Result<Output, TransportError> {
-        let argv = self.target.wrap_argv(argv);
-        let line = quote::command_line(&argv)?;
-        let protocol = |source| TransportError::Protocol { host: self.target.host.clone(), source };
-        let channel = self.link.handle.channel_open_session().await.map_err(protocol)?;
-        let (mut reader, writer) = channel.split();
-        writer.exec(true, line.into_bytes()).await.map_err(protocol)?;
-        let send = async {
-            if let Some(input) = input {
-                // Streamed from the caller's bytes a packet at a time: a batch of
-                // files is hundreds of kilobytes per host, every host at once.
-                writer.data(input).await?;
+    async fn run(&self, argv: &[String], parts: &[&[u8]]) -> Result<Output, TransportError> {
+        let command = CommandLine::of(&self.target, argv)?;
+        match &self.via {
+            Via::Link(link) => {
+                let protocol = |source| TransportError::Protocol { host: self.target.host.clone(), source };
+                let channel = link.open().await.map_err(protocol)?;
+                run_channel(channel, &self.target.host, command, Input::Parts(parts), self.command_timeout).await
             }
-            writer.eof().await
-        };
-        let receive = async {
-            let mut output = Output { status: ExitStatus::Unknown, stdout: Vec::new(), stderr: Vec::new() };
-            let mut refused = false;
-            while let Some(message) = reader.wait().await {
-                match message {
-                    ChannelMsg::Data { data } => output.stdout.extend_from_slice(&data),
-                    ChannelMsg::ExtendedData { data, ext: 1 } => output.stderr.extend_from_slice(&data),
-                    ChannelMsg::ExitStatus { exit_status } => output.status = ExitStatus::Code(exit_status),
-                    ChannelMsg::ExitSignal { signal_name, .. } => {
-                        output.status = ExitStatus::Signal(format!("{signal_name:?}"));
-                    }
-                    ChannelMsg::Failure => {
-                        refused = true;
-                        break;
-                    }
-                    _ => {}
-                }
-            }
-            (output, refused)
-        };
-        let finished = tokio::time::timeout(self.command_timeout, async { tokio::join!(send, receive) }).await;
-        let Ok((send_result, (output, refused))) = finished else {
-            // Closing the channel closes the command's pipes on the server.
-            let _ = writer.close().await;
-            return Err(TransportError::CommandTimeout {
-                host: self.target.host.clone(),
-                command: summarize(&argv),
-                seconds: self.command_timeout.as_secs(),
-            });
-        };
-        if refused {
-            let _ = writer.close().await;
-            return Err(TransportError::CommandFailed {
-                host: self.target.host.clone(),
-                command: summarize(&argv),
-                status: ExitStatus::Unknown,
-                stderr: "the server refused to run the command".to_owned(),
-            });
-        }
-        match (send_result, &output.status) {
-            // A command may exit without reading all of its input; its status says
-            // what happened.
-            (Err(_), ExitStatus::Code(code)) if *code != 0 => Ok(output),
-            (Err(source), _) => Err(protocol(source)),
-            (Ok(()), _) => Ok(output),
+            Via::Mux(client) => client.exec(&self.target, command, parts).await,
         }
     }
 }
@@ -309,11 +413,15 @@ impl Executor for SshSession {
     }
 
     async fn exec(&self, argv: &[String]) -> Result<Output, TransportError> {
-        self.run(argv, None).await
+        self.run(argv, &[]).await
     }
 
     async fn exec_with_input(&self, argv: &[String], input: &[u8]) -> Result<Output, TransportError> {
-        self.run(argv, Some(input)).await
+        self.run(argv, &[input]).await
+    }
+
+    async fn exec_with_parts(&self, argv: &[String], parts: &[&[u8]]) -> Result<Output, TransportError> {
+        self.run(argv, parts).await
     }
 }
 
@@ -339,12 +447,13 @@ async fn with_connect_timeout<T>(
     })
 }
 
-/// Key exchange, host key check and authentication over an open byte stream.
+/// Key exchange, host key check and authentication over an open byte stream; the
+/// handle and the host key the server presented.
 async fn handshake<S>(
     target: &SshTarget,
     options: &SshOptions,
     stream: S,
-) -> Result<Handle<HostKeyVerifier>, TransportError>
+) -> Result<(Handle<HostKeyVerifier>, Option<russh::keys::PublicKey>), TransportError>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -357,13 +466,16 @@ where
         known_hosts: target.known_hosts.clone(),
         known,
         accept_new: options.accept_new_host_keys,
+        accepted: Arc::default(),
     };
+    let accepted = Arc::clone(&verifier.accepted);
     let mut handle = client::connect_stream(Arc::new(config), stream, verifier).await.map_err(|error| match error {
         VerifierError::HostKey(error) => *error,
         VerifierError::Ssh(source) => TransportError::Protocol { host: target.host.clone(), source },
     })?;
     authenticate(&mut handle, target, options).await?;
-    Ok(handle)
+    let host_key = accepted.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+    Ok((handle, host_key))
 }
 
 fn client_config(options: &SshOptions, recorded: &[(usize, russh::keys::PublicKey)]) -> client::Config {
@@ -477,6 +589,16 @@ struct HostKeyVerifier {
     known_hosts: PathBuf,
     known: KnownHosts,
     accept_new: bool,
+    /// The key accepted, for [`Link::still_trusted`].
+    accepted: Arc<Mutex<Option<russh::keys::PublicKey>>>,
+}
+
+impl HostKeyVerifier {
+    /// Accepts `key` and keeps it for the connection.
+    fn accept(&self, key: &russh::keys::PublicKey) -> bool {
+        *self.accepted.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(key.clone());
+        true
+    }
 }
 
 #[derive(Debug)]
@@ -501,12 +623,12 @@ impl client::Handler for HostKeyVerifier {
         };
         let refuse = |error: TransportError| Err(VerifierError::HostKey(Box::new(error)));
         match self.known.check(&self.names, key) {
-            HostKeyStatus::Known => Ok(true),
+            HostKeyStatus::Known => Ok(self.accept(key)),
             HostKeyStatus::Unknown if self.accept_new => {
                 known_hosts::append(&self.known_hosts, &self.names[0], key)
                     .map_err(|error| VerifierError::HostKey(Box::new(error)))?;
                 tracing::info!(host = %self.host, fingerprint = %fingerprint(key), "recorded new host key");
-                Ok(true)
+                Ok(self.accept(key))
             }
             HostKeyStatus::Unknown => refuse(TransportError::UnknownHostKey {
                 host: self.host.clone(),
@@ -534,23 +656,102 @@ impl client::Handler for HostKeyVerifier {
 }
 
 type SharedResult = Result<Arc<SshSession>, Arc<TransportError>>;
-type SharedLink = Result<Arc<Link>, Arc<TransportError>>;
+pub(crate) type SharedLink = Result<Arc<Link>, Arc<TransportError>>;
+type Cells<T> = Mutex<HashMap<String, Arc<OnceCell<T>>>>;
+/// Whether the background process reached a host.
+type Reached = Result<(), Arc<TransportError>>;
+
+/// Connections by [`SshTarget::connection_key`], made once each (a bastion once
+/// however many hosts sit behind it); a connection found closed is made again.
+#[derive(Default)]
+pub(crate) struct Links {
+    cells: Cells<SharedLink>,
+}
+
+impl Links {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<OnceCell<SharedLink>>>> {
+        self.cells.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The connection for `target`, made on first use; a failure is remembered
+    /// until [`Links::forget`].
+    pub(crate) async fn get(&self, target: &SshTarget, options: &SshOptions) -> SharedLink {
+        let key = target.connection_key();
+        let cell = {
+            let mut cells = self.lock();
+            let cell = cells.entry(key.clone()).or_default();
+            // A dead connection (server gone, keepalives unanswered) is dialled again.
+            if matches!(cell.get(), Some(Ok(link)) if link.is_closed()) {
+                *cell = Arc::default();
+            }
+            Arc::clone(cell)
+        };
+        cell.get_or_init(|| async {
+            let link = match &target.proxy_jump {
+                None => Link::connect_direct(target, options).await,
+                Some(bastion_target) => match Box::pin(self.get(bastion_target, options)).await {
+                    Ok(bastion) => Link::connect_via(target, options, bastion, bastion_target).await,
+                    Err(error) => Err(shared_proxy_error(target, bastion_target, error)),
+                },
+            };
+            match link {
+                Ok(link) => {
+                    tracing::debug!(host = %target.host, "connected");
+                    Ok(Arc::new(link))
+                }
+                Err(error) => {
+                    tracing::warn!(host = %target.host, %error, "connection failed");
+                    Err(Arc::new(error))
+                }
+            }
+        })
+        .await
+        .clone()
+    }
+
+    /// Drops what is cached for `target` (not its bastion's); true when something was.
+    pub(crate) fn forget(&self, target: &SshTarget) -> bool {
+        self.lock().remove(&target.connection_key()).is_some()
+    }
+
+    /// Drops every remembered failure.
+    pub(crate) fn forget_failures(&self) {
+        self.lock().retain(|_, cell| !matches!(cell.get(), Some(Err(_))));
+    }
+
+    /// Disconnects every connection made so far.
+    pub(crate) async fn close_all(&self) {
+        let cells: Vec<_> = self.lock().values().cloned().collect();
+        for cell in cells {
+            if let Some(Ok(link)) = cell.get() {
+                link.disconnect().await;
+            }
+        }
+    }
+}
 
 /// Connections of one run, made on first use and kept: one per endpoint, user and
-/// key — so one per bastion however many hosts sit behind it.
+/// key — so one per bastion however many hosts sit behind it. With
+/// [`SshOptions::persist`] the background process holds them instead (and keeps
+/// them after the run); the pool then remembers only which hosts it reached.
 pub struct SshPool {
     targets: HashMap<String, SshTarget>,
     options: SshOptions,
-    links: Mutex<HashMap<String, Arc<OnceCell<SharedLink>>>>,
+    links: Links,
+    mux: Option<Arc<super::mux::Client>>,
+    kept: Cells<Reached>,
 }
 
 impl SshPool {
     /// A pool for `targets`, keyed by [`SshTarget::host`].
     pub fn new(targets: impl IntoIterator<Item = SshTarget>, options: SshOptions) -> Self {
+        let mux = options.persist.clone().map(|persist| Arc::new(super::mux::Client::new(persist, options.clone())));
         Self {
             targets: targets.into_iter().map(|target| (target.host.clone(), target)).collect(),
             options,
-            links: Mutex::new(HashMap::new()),
+            links: Links::default(),
+            mux,
+            kept: Mutex::default(),
         }
     }
 
@@ -570,8 +771,29 @@ impl SshPool {
         let Some(target) = self.targets.get(host) else {
             return Err(Arc::new(TransportError::UnknownTarget { host: host.to_owned() }));
         };
-        let link = self.link(target).await?;
-        Ok(Arc::new(SshSession { target: target.clone(), link, command_timeout: self.options.command_timeout }))
+        let command_timeout = self.options.command_timeout;
+        if let Some(mux) = &self.mux {
+            let cell = Arc::clone(self.kept_cells().entry(host.to_owned()).or_default());
+            let reached = cell.get_or_init(|| async { mux.connect(target).await.map_err(Arc::new) }).await;
+            match reached {
+                Ok(()) => {
+                    return Ok(Arc::new(SshSession {
+                        target: target.clone(),
+                        via: Via::Mux(Arc::clone(mux)),
+                        command_timeout,
+                    }));
+                }
+                // No background process could be started here: this run connects itself.
+                Err(error) if matches!(**error, TransportError::Mux { host: None, .. }) => {}
+                Err(error) => return Err(Arc::clone(error)),
+            }
+        }
+        let link = self.links.get(target, &self.options).await?;
+        Ok(Arc::new(SshSession { target: target.clone(), via: Via::Link(link), command_timeout }))
+    }
+
+    fn kept_cells(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<OnceCell<Reached>>>> {
+        self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Connects every target, at most `parallel` at a time; the result is in no
@@ -590,50 +812,21 @@ impl SshPool {
     /// connection, which closes when the last of them is dropped.
     pub fn forget(&self, host: &str) {
         if let Some(target) = self.targets.get(host) {
-            let removed = self.lock().remove(&target.connection_key());
-            if removed.is_some() {
+            if self.links.forget(target) {
                 tracing::debug!(host, "forgot the connection");
             }
+            if self.kept_cells().remove(host).is_some()
+                && let Some(mux) = &self.mux
+            {
+                mux.forget(target);
+            }
         }
     }
 
-    /// Disconnects every connection made so far.
+    /// Disconnects every connection made so far by this process; connections kept
+    /// by the background process stay open for the next run.
     pub async fn close_all(&self) {
-        let cells: Vec<_> = self.lock().values().cloned().collect();
-        for cell in cells {
-            if let Some(Ok(link)) = cell.get() {
-                let _ = link.handle.disconnect(Disconnect::ByApplication, "", "en").await;
-            }
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<OnceCell<SharedLink>>>> {
-        self.links.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    async fn link(&self, target: &SshTarget) -> SharedLink {
-        let cell = Arc::clone(self.lock().entry(target.connection_key()).or_default());
-        cell.get_or_init(|| async {
-            let link = match &target.proxy_jump {
-                None => Link::connect_direct(target, &self.options).await,
-                Some(bastion_target) => match Box::pin(self.link(bastion_target)).await {
-                    Ok(bastion) => Link::connect_via(target, &self.options, bastion, bastion_target).await,
-                    Err(error) => Err(shared_proxy_error(target, bastion_target, error)),
-                },
-            };
-            match link {
-                Ok(link) => {
-                    tracing::debug!(host = %target.host, "connected");
-                    Ok(Arc::new(link))
-                }
-                Err(error) => {
-                    tracing::warn!(host = %target.host, %error, "connection failed");
-                    Err(Arc::new(error))
-                }
-            }
-        })
-        .await
-        .clone()
+        self.links.close_all().await;
     }
 }
 
@@ -682,13 +875,13 @@ mod tests {
         let unreachable = SshTarget { address: "127.0.0.1".to_owned(), port: 1, ..target() };
         let pool = SshPool::new([unreachable], SshOptions::default());
         assert!(pool.session("node01").await.is_err());
-        assert_eq!(pool.lock().len(), 1, "the failure is remembered");
+        assert_eq!(pool.links.lock().len(), 1, "the failure is remembered");
         pool.forget("node02");
-        assert_eq!(pool.lock().len(), 1, "an unknown name forgets nothing");
+        assert_eq!(pool.links.lock().len(), 1, "an unknown name forgets nothing");
         crate::transport::Connector::forget(&pool, "node01");
-        assert!(pool.lock().is_empty(), "forgotten: the next session dials again");
+        assert!(pool.links.lock().is_empty(), "forgotten: the next session dials again");
         assert!(pool.session("node01").await.is_err());
-        assert_eq!(pool.lock().len(), 1);
+        assert_eq!(pool.links.lock().len(), 1);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! `deploy`) against real sshd hosts, through the binary, plus the cluster lock.
 
 use std::fmt::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -58,7 +59,42 @@ impl Workspace {
             .arg("--state")
             .arg(self.path("state.json"))
             .args(extra);
+        self.private(&mut command);
         command
+    }
+
+    /// The workspace is the run's runtime directory: the connection keeper of its
+    /// runs is its own, and exits when the directory is removed.
+    fn private(&self, command: &mut Command) {
+        command.env("XDG_RUNTIME_DIR", self.dir.path()).env_remove("TOOLKIT_SSH_PERSIST");
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.path("toolkit/ssh.sock")
+    }
+
+    /// PIDs of the connection keepers serving this workspace's socket (zombies
+    /// left unreaped by a container's init do not count).
+    fn keepers(&self) -> Vec<String> {
+        let socket = self.socket().display().to_string();
+        let mut pids = Vec::new();
+        for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+            let pid = entry.file_name().to_string_lossy().into_owned();
+            let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+            let words: Vec<String> =
+                cmdline.split(|b| *b == 0).map(|w| String::from_utf8_lossy(w).into_owned()).collect();
+            if words.iter().any(|w| w == "ssh-mux") && words.contains(&socket) {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+
+    fn disconnect(&self) -> Output {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_toolkit"));
+        command.arg("disconnect");
+        self.private(&mut command);
+        command.output().expect("runs toolkit disconnect")
     }
 
     fn push(&self, extra: &[&str]) -> Output {
@@ -218,4 +254,87 @@ async fn a_second_lock_is_refused_and_names_its_holder() {
     lock::acquire(&session, "bob@ci pid 2").await.expect("free again");
     lock::release(&session).await.expect("released");
     assert!(!Path::new(lock::LOCK_DIR).exists());
+}
+
+/// The PIDs of host `k`'s per-connection sshd processes: one per SSH connection,
+/// a new PID for a new connection.
+fn sessions(hosts: &Hosts, k: usize) -> Vec<String> {
+    let output = Command::new("ps").args(["-o", "pid=", "--ppid", &hosts.pid(k)]).output().expect("ps");
+    String::from_utf8_lossy(&output.stdout).split_whitespace().map(str::to_owned).collect()
+}
+
+/// Waits up to 10 s for `done`.
+fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..100 {
+        if done() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("still not true after 10 s: {what}");
+}
+
+#[test]
+fn kept_connections_serve_the_next_run_and_a_killed_one_is_made_again() {
+    let Some(hosts) = Hosts::up(116, 2) else { return };
+    let workspace = Workspace::new(&hosts, 2, FILES);
+    let first = workspace.push(&["--yes", "--ssh-persist", "30"]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+    let kept: Vec<Vec<String>> = (1..=2).map(|k| sessions(&hosts, k)).collect();
+    assert!(kept.iter().all(|pids| pids.len() == 1), "one connection per host outlives the run: {kept:?}");
+    assert_eq!(workspace.keepers().len(), 1, "one background process");
+    let mode = std::fs::metadata(workspace.socket()).expect("socket").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+
+    let rerun = workspace.push(&["--yes", "--ssh-persist", "30"]);
+    assert_eq!(rerun.status.code(), Some(0), "{}", text(&rerun));
+    assert!(text(&rerun).contains("6 unchanged"), "{}", text(&rerun));
+    let now: Vec<Vec<String>> = (1..=2).map(|k| sessions(&hosts, k)).collect();
+    assert_eq!(now, kept, "the rerun opened no connection: the same sshd sessions served it");
+
+    // host1's connection dies under the keeper (its sshd session is killed): the
+    // next run connects host1 again and keeps host2's.
+    assert!(Command::new("kill").arg(&kept[0][0]).status().expect("kill").success());
+    eventually("host1's session ended", || sessions(&hosts, 1).is_empty());
+    let after = workspace.push(&["--yes", "--ssh-persist", "30"]);
+    assert_eq!(after.status.code(), Some(0), "{}", text(&after));
+    let reconnected = sessions(&hosts, 1);
+    assert!(
+        reconnected.len() == 1 && reconnected != kept[0],
+        "host1 connected again: {reconnected:?} (was {:?})",
+        kept[0]
+    );
+    assert_eq!(sessions(&hosts, 2), kept[1]);
+
+    let closed = workspace.disconnect();
+    assert!(closed.status.success() && text(&closed).contains("closed"), "{}", text(&closed));
+    eventually("the keeper exited", || workspace.keepers().is_empty());
+    eventually("its connections closed", || (1..=2).all(|k| sessions(&hosts, k).is_empty()));
+    assert!(!workspace.socket().exists());
+}
+
+#[test]
+fn an_idle_keeper_exits_and_persistence_off_leaves_nothing_running() {
+    let Some(hosts) = Hosts::up(117, 1) else { return };
+    let workspace = Workspace::new(&hosts, 1, FILES);
+    let off = workspace.push(&["--yes", "--ssh-persist", "0"]);
+    assert_eq!(off.status.code(), Some(0), "{}", text(&off));
+    assert!(workspace.keepers().is_empty() && !workspace.socket().exists());
+    eventually("the run's connection closed", || sessions(&hosts, 1).is_empty());
+
+    // The inventory's `ssh.persist: 0` turns it off too.
+    let inventory = std::fs::read_to_string(workspace.path("inventory.yaml")).expect("inventory");
+    std::fs::write(workspace.path("inventory.yaml"), format!("{inventory}ssh: {{ persist: 0 }}\n")).expect("write");
+    let off = workspace.push(&["--yes"]);
+    assert_eq!(off.status.code(), Some(0), "{}", text(&off));
+    assert!(workspace.keepers().is_empty());
+    std::fs::write(workspace.path("inventory.yaml"), inventory).expect("restore");
+
+    let kept = workspace.push(&["--yes", "--ssh-persist", "2"]);
+    assert_eq!(kept.status.code(), Some(0), "{}", text(&kept));
+    assert_eq!(workspace.keepers().len(), 1);
+    assert_eq!(sessions(&hosts, 1).len(), 1);
+    eventually("the keeper exited after 2 s idle", || workspace.keepers().is_empty());
+    eventually("its connection closed", || sessions(&hosts, 1).is_empty());
+    assert!(!workspace.socket().exists());
 }

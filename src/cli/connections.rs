@@ -1,0 +1,39 @@
+//! `toolkit disconnect` and the hidden `toolkit ssh-mux`: the background process
+//! that keeps SSH connections between runs, and the way to end it early.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+
+use crate::cli::Status;
+use crate::cli::live;
+use crate::transport::mux;
+
+/// Arguments of `toolkit disconnect`.
+#[derive(Debug, clap::Args)]
+pub struct DisconnectArgs {}
+
+/// Arguments of `toolkit ssh-mux`.
+#[derive(Debug, clap::Args)]
+pub struct MuxArgs {
+    /// The unix socket to serve.
+    #[arg(long)]
+    socket: PathBuf,
+    /// Seconds without a request before exiting.
+    #[arg(long)]
+    idle: u64,
+}
+
+pub(crate) fn disconnect(_args: &DisconnectArgs) -> anyhow::Result<Status> {
+    let socket = mux::default_socket().context("locating the connection keeper's socket")?;
+    let stopped = live::runtime()?.block_on(mux::stop(&socket)).context("asking the connection keeper to stop")?;
+    eprintln!("{}", if stopped { "closed the kept SSH connections" } else { "no SSH connections were kept" });
+    Ok(Status::Clean)
+}
+
+pub(crate) fn serve(args: &MuxArgs) -> anyhow::Result<Status> {
+    live::runtime()?
+        .block_on(mux::serve(&args.socket, std::time::Duration::from_secs(args.idle)))
+        .with_context(|| format!("serving `{}`", args.socket.display()))?;
+    Ok(Status::Clean)
+}
