@@ -28,8 +28,8 @@ pub struct SshArgs {
     #[arg(long, default_value_t = 10)]
     pub connect_timeout: u64,
     /// Seconds a background process keeps the SSH connections open after the run
-    /// for the next one to reuse (0: close them when the run ends). Default: the
-    /// inventory's `ssh.persist`, else 60, as Ansible's ControlPersist.
+    /// for the next one to reuse (0: close them when the run ends; 60 is Ansible's
+    /// ControlPersist). Default: the inventory's `ssh.persist`, else 0.
     #[arg(long, env = "TOOLKIT_SSH_PERSIST", value_name = "SECONDS")]
     pub ssh_persist: Option<u64>,
 }

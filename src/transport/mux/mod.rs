@@ -45,10 +45,11 @@ pub struct Persist {
     pub program: PathBuf,
 }
 
-/// Ansible's ControlPersist default: long enough for the next command of a session
-/// (plan then deploy, deploy then validate, a rerun after an edit), short enough that
-/// authenticated connections do not outlive the work by much.
-pub const DEFAULT_IDLE: Duration = Duration::from_mins(1);
+/// Off unless asked for: a background process holding authenticated root sessions to
+/// production hosts is something an operator turns on knowingly (`ssh.persist: 60`
+/// is Ansible's ControlPersist), and until it has run through the lab's container
+/// removals and reboots it is not the default.
+pub const DEFAULT_IDLE: Duration = Duration::ZERO;
 
 /// `$XDG_RUNTIME_DIR/toolkit/ssh.sock`, else `/tmp/toolkit-UID/ssh.sock`; the
 /// directory is created 0700 and must belong to this user and be closed to others.
