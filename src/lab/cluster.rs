@@ -618,7 +618,9 @@ pub fn boot_installer(container: &Container, fabric_macs: &[String]) -> String {
         r#"#!/bin/sh
 # Written by `toolkit lab up`: what it does after starting a container, done again at
 # every boot (a `systemctl reboot` restarts the container). See lab/README.md.
-if mountpoint -q /etc/hosts; then umount /etc/hosts; fi
+# The installer and this script (run by systemd at the container's start) may both
+# find the mount and race to remove it: losing that race is fine, a mount left is not.
+if mountpoint -q /etc/hosts; then umount /etc/hosts || ! mountpoint -q /etc/hosts; fi
 if ! test -s /etc/hosts; then cat /etc/toolkit-lab/hosts > /etc/hosts; fi
 fabric_macs="{macs}"
 for dev in /sys/class/net/*; do
@@ -673,7 +675,7 @@ done
              while ! [ -S /run/systemd/private ] && [ \"$tries\" -lt 100 ]; do sleep 0.1; tries=$((tries + 1)); done\n    \
              systemctl daemon-reload < /dev/null\n\
          fi\n\
-         if mountpoint -q /etc/hosts; then umount /etc/hosts; fi\n\
+         if mountpoint -q /etc/hosts; then umount /etc/hosts || ! mountpoint -q /etc/hosts; fi\n\
          if ! test -s /etc/hosts; then cat /etc/toolkit-lab/hosts > /etc/hosts; fi\n",
     );
     installer
