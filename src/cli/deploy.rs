@@ -208,7 +208,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
 async fn fetch_kubeconfig(
     model: &crate::model::Model,
     inventory: &crate::inventory::LoadedInventory,
-    pool: &crate::transport::ssh::SshPool,
+    pool: &crate::transport::session::SshPool,
 ) {
     let Some(kubeadm) = crate::model::kubeadm::expand(model) else { return };
     let Some(local) = inventory.inventory.kubernetes.as_ref().map(|kubernetes| &kubernetes.kubeconfig) else { return };
@@ -454,7 +454,7 @@ pub(crate) async fn plan_and_apply<H: deploy::rollout::NodeHooks>(
     args: &RunOptions,
     graph: &crate::graph::ResourceGraph,
     cluster: &str,
-    pool: &crate::transport::ssh::SshPool,
+    pool: &crate::transport::session::SshPool,
     plan_inputs: plan::diff::PlanInputs,
     saved: Option<&Plan>,
     state_path: Option<&Path>,

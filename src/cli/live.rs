@@ -12,7 +12,8 @@ use crate::inventory::LoadedInventory;
 use crate::plan::diff::PlanInputs;
 use crate::resource::api::KUBERNETES_TARGET;
 use crate::transport::mux;
-use crate::transport::ssh::{SshOptions, SshPool};
+use crate::transport::session::SshPool;
+use crate::transport::ssh::SshOptions;
 use crate::transport::targets::{self, LocalUser};
 
 /// SSH settings from the command line.

@@ -25,7 +25,7 @@ use crate::inventory::LoadedInventory;
 use crate::plan::state::write_atomic;
 use crate::transport::Connector as _;
 use crate::transport::Executor as _;
-use crate::transport::ssh::SshPool;
+use crate::transport::session::SshPool;
 use crate::validate::catalog::Catalog;
 use crate::validate::kube::{JobHosts, JobSettings};
 use crate::validate::results::{InputFile, Results, Run, ValidatorResult, Verdict};

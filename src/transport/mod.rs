@@ -3,7 +3,7 @@
 //! Stage: observe and apply. Input: an argv or a file to write on one host. Output:
 //! an [`Output`] (exit status, stdout, stderr) or a [`WriteOutcome`].
 //!
-//! [`Executor`] is what facts and apply run on: [`ssh::SshSession`] implements it over
+//! [`Executor`] is what facts and apply run on: [`session::SshSession`] implements it over
 //! one SSH connection per host; unit tests implement it with a scripted fake. Every
 //! command goes through [`quote::command_line`], so no value reaches a remote shell
 //! unquoted.
@@ -12,6 +12,7 @@ pub mod batch;
 pub mod known_hosts;
 pub mod mux;
 pub mod quote;
+pub mod session;
 pub mod ssh;
 pub mod targets;
 pub mod write;
@@ -326,7 +327,7 @@ impl Output {
 
 /// Runs commands and writes files on one host.
 ///
-/// Implemented by [`ssh::SshSession`] (one connection, one channel per call) and,
+/// Implemented by [`session::SshSession`] (one connection, one channel per call) and,
 /// in unit tests, by scripted fakes. Futures are `Send` so hosts can be driven
 /// from any task.
 pub trait Executor: Send + Sync {

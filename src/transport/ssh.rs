@@ -1,18 +1,16 @@
 //! SSH transport over russh: one connection per host, one channel per command.
 //!
 //! Stage: observe and apply. Input: an [`SshTarget`] (address, user, key, known_hosts,
-//! optional bastion) and [`SshOptions`]. Output: an [`SshSession`] that implements
-//! [`Executor`], or a [`TransportError`] that says which host failed and why.
+//! optional bastion) and [`SshOptions`]. Output: an authenticated connection
+//! ([`Link`]) and its channels, or a [`TransportError`] that says which host failed
+//! and why; `super::session` builds the [`super::Executor`] sessions on them.
 //!
 //! Host keys are checked against the target's known_hosts file before anything is
 //! sent; an unknown key is refused unless `accept_new_host_keys`, a changed key is
 //! refused always. The key exchange is the dominant cost of a fan-out, so
 //! `curve25519-sha256` (about ten times cheaper than the post-quantum hybrids) is
-//! offered first. [`SshPool`] connects hosts on demand, at most once each, and
-//! shares bastion connections between the hosts behind them. With
-//! [`SshOptions::persist`] the connections are made and kept by the background
-//! process of [`super::mux`], so the next run reuses them instead of paying a key
-//! exchange per host again.
+//! offered first. [`Links`] makes one connection per endpoint and shares bastion
+//! connections between the hosts behind them.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -20,7 +18,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use russh::client::{self, Handle};
 use russh::keys::agent::AgentIdentity;
 use russh::keys::agent::client::AgentClient;
@@ -29,7 +26,7 @@ use russh::{ChannelMsg, Disconnect, Preferred, kex};
 use tokio::sync::OnceCell;
 
 use super::known_hosts::{self, HostKeyStatus, KnownHosts, fingerprint};
-use super::{Executor, ExitStatus, Output, TransportError, quote, summarize};
+use super::{ExitStatus, Output, TransportError, quote, summarize};
 
 /// Where and how to log in to one host.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -118,7 +115,18 @@ pub struct SshOptions {
     /// Keep the connections open after the run, in a background process, for the
     /// next run to reuse; `None` closes them when the run ends.
     #[serde(skip)]
-    pub persist: Option<super::mux::Persist>,
+    pub persist: Option<Persist>,
+}
+
+/// Where the background process listens and how long it keeps idle connections.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Persist {
+    /// The unix socket (see [`super::mux::default_socket`]).
+    pub socket: PathBuf,
+    /// Exit after this long without a request.
+    pub idle: Duration,
+    /// The `toolkit` executable started as `PROGRAM ssh-mux --socket … --idle …`.
+    pub program: PathBuf,
 }
 
 impl Default for SshOptions {
@@ -137,7 +145,7 @@ impl Default for SshOptions {
     }
 }
 
-/// One authenticated SSH connection; shared by every [`SshSession`] to the same
+/// One authenticated SSH connection; shared by every session to the same
 /// endpoint, user and key.
 pub(crate) struct Link {
     handle: Handle<HostKeyVerifier>,
@@ -149,7 +157,7 @@ pub(crate) struct Link {
 }
 
 impl Link {
-    async fn connect(target: &SshTarget, options: &SshOptions) -> Result<Self, TransportError> {
+    pub(crate) async fn connect(target: &SshTarget, options: &SshOptions) -> Result<Self, TransportError> {
         match &target.proxy_jump {
             None => Self::connect_direct(target, options).await,
             Some(bastion_target) => {
@@ -175,7 +183,7 @@ impl Link {
         Ok(Self { handle, host_key, _bastion: None })
     }
 
-    async fn connect_via(
+    pub(crate) async fn connect_via(
         target: &SshTarget,
         options: &SshOptions,
         bastion: Arc<Link>,
@@ -323,105 +331,6 @@ pub(crate) async fn run_channel(
         (Err(_), ExitStatus::Code(code)) if *code != 0 => Ok(output),
         (Err(source), _) => Err(protocol(source)),
         (Ok(()), _) => Ok(output),
-    }
-}
-
-/// Commands on one host, over a (possibly shared) SSH connection.
-pub struct SshSession {
-    target: SshTarget,
-    via: Via,
-    command_timeout: Duration,
-}
-
-/// Who carries a session's commands.
-#[derive(Clone)]
-enum Via {
-    /// A connection of this process.
-    Link(Arc<Link>),
-    /// The connection kept by the background process.
-    Mux(Arc<super::mux::Client>),
-}
-
-impl std::fmt::Debug for SshSession {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.debug_struct("SshSession").field("target", &self.target).finish_non_exhaustive()
-    }
-}
-
-impl SshSession {
-    /// Connects to `target`, through its bastion chain if it has one (each bastion
-    /// connected here; use [`SshPool`] to share bastions).
-    ///
-    /// # Errors
-    /// Connection, host key and authentication failures, each naming the host.
-    pub async fn connect(target: &SshTarget, options: &SshOptions) -> Result<Self, TransportError> {
-        let link = Link::connect(target, options).await?;
-        Ok(Self { target: target.clone(), via: Via::Link(Arc::new(link)), command_timeout: options.command_timeout })
-    }
-
-    /// Connects to `target` over a `direct-tcpip` channel of `bastion`'s connection,
-    /// whatever `target.proxy_jump` says.
-    ///
-    /// # Errors
-    /// When the bastion cannot open the channel, or as [`SshSession::connect`];
-    /// [`TransportError::InvalidArgument`] when `bastion`'s connection is kept by
-    /// the background process (it has no channel here to carry another).
-    pub async fn connect_via(
-        target: &SshTarget,
-        options: &SshOptions,
-        bastion: &SshSession,
-    ) -> Result<Self, TransportError> {
-        let Via::Link(bastion_link) = &bastion.via else {
-            return Err(TransportError::InvalidArgument {
-                reason: format!("`{}` is a kept connection and cannot carry another", bastion.target.host),
-            });
-        };
-        let link = Link::connect_via(target, options, Arc::clone(bastion_link), &bastion.target).await?;
-        Ok(Self { target: target.clone(), via: Via::Link(Arc::new(link)), command_timeout: options.command_timeout })
-    }
-
-    /// The target this session is connected to.
-    #[must_use]
-    pub fn target(&self) -> &SshTarget {
-        &self.target
-    }
-
-    /// Says goodbye to the server; the connection closes when the last reference
-    /// is dropped anyway. A kept connection stays open for the next run.
-    pub async fn close(&self) {
-        if let Via::Link(link) = &self.via {
-            link.disconnect().await;
-        }
-    }
-
-    async fn run(&self, argv: &[String], parts: &[&[u8]]) -> Result<Output, TransportError> {
-        let command = CommandLine::of(&self.target, argv)?;
-        match &self.via {
-            Via::Link(link) => {
-                let protocol = |source| TransportError::Protocol { host: self.target.host.clone(), source };
-                let channel = link.open().await.map_err(protocol)?;
-                run_channel(channel, &self.target.host, command, Input::Parts(parts), self.command_timeout).await
-            }
-            Via::Mux(client) => client.exec(&self.target, command, parts).await,
-        }
-    }
-}
-
-impl Executor for SshSession {
-    fn host(&self) -> &str {
-        &self.target.host
-    }
-
-    async fn exec(&self, argv: &[String]) -> Result<Output, TransportError> {
-        self.run(argv, &[]).await
-    }
-
-    async fn exec_with_input(&self, argv: &[String], input: &[u8]) -> Result<Output, TransportError> {
-        self.run(argv, &[input]).await
-    }
-
-    async fn exec_with_parts(&self, argv: &[String], parts: &[&[u8]]) -> Result<Output, TransportError> {
-        self.run(argv, parts).await
     }
 }
 
@@ -655,11 +564,8 @@ impl client::Handler for HostKeyVerifier {
     }
 }
 
-type SharedResult = Result<Arc<SshSession>, Arc<TransportError>>;
 pub(crate) type SharedLink = Result<Arc<Link>, Arc<TransportError>>;
-type Cells<T> = Mutex<HashMap<String, Arc<OnceCell<T>>>>;
-/// Whether the background process reached a host.
-type Reached = Result<(), Arc<TransportError>>;
+pub(crate) type Cells<T> = Mutex<HashMap<String, Arc<OnceCell<T>>>>;
 
 /// Connections by [`SshTarget::connection_key`], made once each (a bastion once
 /// however many hosts sit behind it); a connection found closed is made again.
@@ -669,7 +575,7 @@ pub(crate) struct Links {
 }
 
 impl Links {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<OnceCell<SharedLink>>>> {
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<OnceCell<SharedLink>>>> {
         self.cells.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
@@ -730,118 +636,6 @@ impl Links {
     }
 }
 
-/// Connections of one run, made on first use and kept: one per endpoint, user and
-/// key — so one per bastion however many hosts sit behind it. With
-/// [`SshOptions::persist`] the background process holds them instead (and keeps
-/// them after the run); the pool then remembers only which hosts it reached.
-pub struct SshPool {
-    targets: HashMap<String, SshTarget>,
-    options: SshOptions,
-    links: Links,
-    mux: Option<Arc<super::mux::Client>>,
-    kept: Cells<Reached>,
-}
-
-impl SshPool {
-    /// A pool for `targets`, keyed by [`SshTarget::host`].
-    pub fn new(targets: impl IntoIterator<Item = SshTarget>, options: SshOptions) -> Self {
-        let mux = options.persist.clone().map(|persist| Arc::new(super::mux::Client::new(persist, options.clone())));
-        Self {
-            targets: targets.into_iter().map(|target| (target.host.clone(), target)).collect(),
-            options,
-            links: Links::default(),
-            mux,
-            kept: Mutex::default(),
-        }
-    }
-
-    /// The options connections are made with.
-    #[must_use]
-    pub fn options(&self) -> &SshOptions {
-        &self.options
-    }
-
-    /// The session to `host`, connecting on first use. A failure is remembered:
-    /// a host that refused once is not dialled again in the same run.
-    ///
-    /// # Errors
-    /// [`TransportError::UnknownTarget`] for a name not in the pool, else the
-    /// connection error.
-    pub async fn session(&self, host: &str) -> SharedResult {
-        let Some(target) = self.targets.get(host) else {
-            return Err(Arc::new(TransportError::UnknownTarget { host: host.to_owned() }));
-        };
-        let command_timeout = self.options.command_timeout;
-        if let Some(mux) = &self.mux {
-            let cell = Arc::clone(self.kept_cells().entry(host.to_owned()).or_default());
-            let reached = cell.get_or_init(|| async { mux.connect(target).await.map_err(Arc::new) }).await;
-            match reached {
-                Ok(()) => {
-                    return Ok(Arc::new(SshSession {
-                        target: target.clone(),
-                        via: Via::Mux(Arc::clone(mux)),
-                        command_timeout,
-                    }));
-                }
-                // No background process could be started here: this run connects itself.
-                Err(error) if matches!(**error, TransportError::Mux { host: None, .. }) => {}
-                Err(error) => return Err(Arc::clone(error)),
-            }
-        }
-        let link = self.links.get(target, &self.options).await?;
-        Ok(Arc::new(SshSession { target: target.clone(), via: Via::Link(link), command_timeout }))
-    }
-
-    fn kept_cells(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<OnceCell<Reached>>>> {
-        self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Connects every target, at most `parallel` at a time; the result is in no
-    /// particular order.
-    pub async fn connect_all(&self, parallel: usize) -> Vec<(String, SharedResult)> {
-        futures::stream::iter(self.targets.keys())
-            .map(|host| async move { (host.clone(), self.session(host).await) })
-            .buffer_unordered(parallel.max(1))
-            .collect()
-            .await
-    }
-
-    /// Drops the cached connection (or remembered failure) of `host`, so the next
-    /// [`SshPool::session`] connects again. A bastion's connection is kept: only the
-    /// host's own hop is dialled again. Sessions handed out before keep the old
-    /// connection, which closes when the last of them is dropped.
-    pub fn forget(&self, host: &str) {
-        if let Some(target) = self.targets.get(host) {
-            if self.links.forget(target) {
-                tracing::debug!(host, "forgot the connection");
-            }
-            if self.kept_cells().remove(host).is_some()
-                && let Some(mux) = &self.mux
-            {
-                mux.forget(target);
-            }
-        }
-    }
-
-    /// Disconnects every connection made so far by this process; connections kept
-    /// by the background process stay open for the next run.
-    pub async fn close_all(&self) {
-        self.links.close_all().await;
-    }
-}
-
-impl super::Connector for SshPool {
-    type Executor = SshSession;
-
-    async fn connect(&self, host: &str) -> Result<Arc<SshSession>, Arc<TransportError>> {
-        self.session(host).await
-    }
-
-    fn forget(&self, host: &str) {
-        SshPool::forget(self, host);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -867,21 +661,6 @@ mod tests {
         let wrapped = root.wrap_argv(&argv);
         assert_eq!(wrapped, ["sudo", "-n", "--", "printf", "%s", "a'b $(x)"]);
         assert_eq!(quote::command_line(&wrapped).expect("line"), r"sudo -n -- printf %s 'a'\''b $(x)'");
-    }
-
-    #[tokio::test]
-    async fn forget_drops_a_remembered_failure_so_the_host_is_dialled_again() {
-        // Port 1 on the loopback: refused at once, nothing is listening.
-        let unreachable = SshTarget { address: "127.0.0.1".to_owned(), port: 1, ..target() };
-        let pool = SshPool::new([unreachable], SshOptions::default());
-        assert!(pool.session("node01").await.is_err());
-        assert_eq!(pool.links.lock().len(), 1, "the failure is remembered");
-        pool.forget("node02");
-        assert_eq!(pool.links.lock().len(), 1, "an unknown name forgets nothing");
-        crate::transport::Connector::forget(&pool, "node01");
-        assert!(pool.links.lock().is_empty(), "forgotten: the next session dials again");
-        assert!(pool.session("node01").await.is_err());
-        assert_eq!(pool.links.lock().len(), 1);
     }
 
     #[test]

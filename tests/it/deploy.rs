@@ -8,7 +8,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use toolkit::deploy::lock;
-use toolkit::transport::ssh::{SshOptions, SshSession};
+use toolkit::transport::session::SshSession;
+use toolkit::transport::ssh::SshOptions;
 
 use crate::support::Hosts;
 

@@ -14,7 +14,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use toolkit::deploy::reboot::{RebootOptions, reboot};
-use toolkit::transport::ssh::{SshOptions, SshPool, SshTarget};
+use toolkit::transport::session::SshPool;
+use toolkit::transport::ssh::{SshOptions, SshTarget};
 use toolkit::transport::{Connector, Executor};
 
 use crate::lab::{lab_or_skip, text, toolkit};

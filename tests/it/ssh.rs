@@ -15,7 +15,8 @@ use toolkit::apply::{self, ApplyOptions, Outcome, SkipReason};
 use toolkit::facts::{self, frr::FrrFact, package::PackageState};
 use toolkit::graph;
 use toolkit::resource::{Content, Desired, Resource, ResourceId, Target, TargetKind};
-use toolkit::transport::ssh::{SshOptions, SshPool, SshSession, SshTarget};
+use toolkit::transport::session::{SshPool, SshSession};
+use toolkit::transport::ssh::{SshOptions, SshTarget};
 use toolkit::transport::{Executor, TransportError, WriteOutcome, WriteRequest};
 
 use crate::support::Hosts;

@@ -17,7 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use toolkit::model::Model;
-use toolkit::transport::ssh::{SshOptions, SshPool, SshTarget};
+use toolkit::transport::session::SshPool;
+use toolkit::transport::ssh::{SshOptions, SshTarget};
 use toolkit::validate::catalog::Catalog;
 use toolkit::validate::results::{Results, SubjectResult, ValidatorResult, Verdict};
 use toolkit::validate::run::{self, RunOptions, RunOutcome};

@@ -31,19 +31,9 @@ use tokio::net::UnixStream;
 pub use server::serve;
 use wire::{Reply, Request};
 
+pub use super::ssh::Persist;
 use super::ssh::{CommandLine, SshOptions, SshTarget};
 use super::{Output, TransportError};
-
-/// Where the background process listens and how long it keeps idle connections.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Persist {
-    /// The unix socket (see [`default_socket`]).
-    pub socket: PathBuf,
-    /// Exit after this long without a request.
-    pub idle: Duration,
-    /// The `toolkit` executable started as `PROGRAM ssh-mux --socket … --idle …`.
-    pub program: PathBuf,
-}
 
 /// Off unless asked for: a background process holding authenticated root sessions to
 /// production hosts is something an operator turns on knowingly (`ssh.persist: 60`
