@@ -239,20 +239,7 @@ impl super::Connector for SshPool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
-
-    fn target() -> SshTarget {
-        SshTarget {
-            host: "node01".to_owned(),
-            address: "10.0.0.1".to_owned(),
-            port: 22,
-            user: "root".to_owned(),
-            identity_file: None,
-            known_hosts: PathBuf::from("/nonexistent"),
-            proxy_jump: None,
-            become_root: false,
-        }
-    }
+    use crate::transport::ssh::tests::target;
 
     #[tokio::test]
     async fn forget_drops_a_remembered_failure_so_the_host_is_dialled_again() {

@@ -637,10 +637,11 @@ impl Links {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn target() -> SshTarget {
+    /// A target no test connects to; tests of other transport modules use it too.
+    pub(crate) fn target() -> SshTarget {
         SshTarget {
             host: "node01".to_owned(),
             address: "10.0.0.1".to_owned(),
