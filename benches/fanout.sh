@@ -61,17 +61,17 @@ timed() {
 median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print "-"; else if (NR%2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 peak_mib() { awk '{if ($2>m) m=$2} END {if (NR==0) print "-"; else printf "%.0f\n", m/1024}'; }
 
-# The connection keeper's socket of the toolkit runs (toolkit keeps SSH connections
-# open for 60 s after a run by default): private to the bench.
+# The connection keepers' sockets of the toolkit runs (toolkit keeps SSH connections
+# open for 60 s after a run by default; one socket per build): private to the bench.
 export XDG_RUNTIME_DIR=$B/xdg
 mkdir -p -m 0700 "$XDG_RUNTIME_DIR"
-KEEPER_SOCKET=$XDG_RUNTIME_DIR/toolkit/ssh.sock
+KEEPER_SOCKETS=$XDG_RUNTIME_DIR/toolkit/
 
 # keeper_kib: peak RSS (VmHWM) of the running connection keeper, or nothing.
 keeper_kib() {
   local dir
   for dir in /proc/[0-9]*; do
-    if tr '\0' ' ' < "$dir/cmdline" 2>/dev/null | grep -q -- "ssh-mux --socket $KEEPER_SOCKET "; then
+    if tr '\0' ' ' < "$dir/cmdline" 2>/dev/null | grep -q -- "ssh-mux --socket $KEEPER_SOCKETS"; then
       awk '/^VmHWM:/ {print $2}' "$dir/status"
       return
     fi
@@ -85,7 +85,8 @@ push() {
   clean_hosts
   local label=$1 binary=$2
   "$binary" disconnect >/dev/null 2>&1 || true
-  # Kept connections are opt-in; the bench keeps them (PERSIST=0 measures without).
+  # Kept for 60 s (the default since they survive dead hosts; an older build needs it
+  # asked for); PERSIST=0 measures without.
   export TOOLKIT_SSH_PERSIST="${PERSIST:-60}"
   for run in first rerun; do
     timed "$label-$run" "$binary" push "$ROOT/benches/fanout/push.yaml" -i "$B/inventory_toolkit.yaml" --yes --parallel "$N" --state "$B/toolkit-state.json"

@@ -25,8 +25,15 @@ pub struct MuxArgs {
 }
 
 pub(crate) fn disconnect(_args: &DisconnectArgs) -> anyhow::Result<Status> {
-    let socket = mux::default_socket().context("locating the connection keeper's socket")?;
-    let stopped = live::runtime()?.block_on(mux::stop(&socket)).context("asking the connection keeper to stop")?;
+    // Every build's keeper: connections kept by an older toolkit close too.
+    let sockets = mux::all_sockets().context("locating the connection keepers' sockets")?;
+    let runtime = live::runtime()?;
+    let mut stopped = false;
+    for socket in sockets {
+        stopped |= runtime
+            .block_on(mux::stop(&socket))
+            .with_context(|| format!("asking the connection keeper at `{}` to stop", socket.display()))?;
+    }
     eprintln!("{}", if stopped { "closed the kept SSH connections" } else { "no SSH connections were kept" });
     Ok(Status::Clean)
 }

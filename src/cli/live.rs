@@ -101,7 +101,8 @@ fn persist(inventory: &LoadedInventory, args: &SshArgs) -> Option<mux::Persist> 
     if seconds == 0 {
         return None;
     }
-    let located = mux::default_socket().and_then(|socket| std::env::current_exe().map(|program| (socket, program)));
+    let located =
+        std::env::current_exe().and_then(|program| mux::default_socket(&program).map(|socket| (socket, program)));
     match located {
         Ok((socket, program)) => Some(mux::Persist { socket, idle: std::time::Duration::from_secs(seconds), program }),
         Err(error) => {

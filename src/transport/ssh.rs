@@ -620,6 +620,19 @@ impl Links {
         self.lock().remove(&target.connection_key()).is_some()
     }
 
+    /// Drops `link` from the cache if it is still `target`'s connection (not one
+    /// made since); true when it was.
+    pub(crate) fn forget_link(&self, target: &SshTarget, link: &Arc<Link>) -> bool {
+        let mut cells = self.lock();
+        let key = target.connection_key();
+        let current =
+            cells.get(&key).is_some_and(|cell| matches!(cell.get(), Some(Ok(kept)) if Arc::ptr_eq(kept, link)));
+        if current {
+            cells.remove(&key);
+        }
+        current
+    }
+
     /// Drops every remembered failure.
     pub(crate) fn forget_failures(&self) {
         self.lock().retain(|_, cell| !matches!(cell.get(), Some(Err(_))));

@@ -70,21 +70,32 @@ impl Workspace {
         command.env("XDG_RUNTIME_DIR", self.dir.path()).env_remove("TOOLKIT_SSH_PERSIST");
     }
 
-    fn socket(&self) -> PathBuf {
-        self.path("toolkit/ssh.sock")
+    /// The keeper's socket (named after the toolkit build: one build here), if any.
+    fn socket(&self) -> Option<PathBuf> {
+        let sockets: Vec<PathBuf> = std::fs::read_dir(self.path("toolkit"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|extension| extension == "sock"))
+            .collect();
+        assert!(sockets.len() <= 1, "one build, one socket: {sockets:?}");
+        sockets.into_iter().next()
     }
 
     /// PIDs of the connection keepers serving this workspace's socket (zombies
     /// left unreaped by a container's init do not count).
     fn keepers(&self) -> Vec<String> {
-        let socket = self.socket().display().to_string();
+        let directory = self.path("toolkit").display().to_string();
         let mut pids = Vec::new();
         for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
             let pid = entry.file_name().to_string_lossy().into_owned();
             let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
             let words: Vec<String> =
                 cmdline.split(|b| *b == 0).map(|w| String::from_utf8_lossy(w).into_owned()).collect();
-            if words.iter().any(|w| w == "ssh-mux") && words.contains(&socket) {
+            if words.iter().any(|w| w == "ssh-mux")
+                && words.iter().any(|w| Path::new(w).parent() == Some(Path::new(&directory)))
+            {
                 pids.push(pid);
             }
         }
@@ -284,7 +295,9 @@ fn kept_connections_serve_the_next_run_and_a_killed_one_is_made_again() {
     let kept: Vec<Vec<String>> = (1..=2).map(|k| sessions(&hosts, k)).collect();
     assert!(kept.iter().all(|pids| pids.len() == 1), "one connection per host outlives the run: {kept:?}");
     assert_eq!(workspace.keepers().len(), 1, "one background process");
-    let mode = std::fs::metadata(workspace.socket()).expect("socket").permissions().mode() & 0o777;
+    let socket = workspace.socket().expect("the keeper's socket");
+    assert!(socket.file_name().expect("name").to_string_lossy().starts_with("ssh-"), "{}", socket.display());
+    let mode = std::fs::metadata(&socket).expect("socket").permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
 
     let rerun = workspace.push(&["--yes", "--ssh-persist", "30"]);
@@ -311,7 +324,59 @@ fn kept_connections_serve_the_next_run_and_a_killed_one_is_made_again() {
     assert!(closed.status.success() && text(&closed).contains("closed"), "{}", text(&closed));
     eventually("the keeper exited", || workspace.keepers().is_empty());
     eventually("its connections closed", || (1..=2).all(|k| sessions(&hosts, k).is_empty()));
-    assert!(!workspace.socket().exists());
+    assert!(workspace.socket().is_none());
+}
+
+/// `command`'s output, or a panic naming `what` when it has not ended after 40 s: a
+/// watchdog (below the 45 s that three unanswered 15 s keepalives take to declare a
+/// connection dead), not a measurement.
+fn within_keepalive(what: &str, mut command: Command) -> Output {
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    for _ in 0..400 {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let output = child.wait_with_output().expect("output");
+    panic!("{what}: still running after 40 s, waiting on a dead kept connection: {}", text(&output));
+}
+
+#[test]
+fn a_kept_connection_that_stopped_answering_or_whose_host_restarted_stalls_no_run() {
+    let Some(hosts) = Hosts::up(118, 2) else { return };
+    let workspace = Workspace::new(&hosts, 2, FILES);
+    let first = workspace.push(&["--yes", "--ssh-persist", "30"]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+    let kept: Vec<Vec<String>> = (1..=2).map(|k| sessions(&hosts, k)).collect();
+    assert!(kept.iter().all(|pids| pids.len() == 1), "{kept:?}");
+
+    // host1's end of the kept connection freezes: TCP stays up, nothing answers (a
+    // host cut off or powered off, a removed container, as the keeper sees it).
+    assert!(Command::new("kill").args(["-STOP", &kept[0][0]]).status().expect("kill").success());
+    let rerun = within_keepalive("the rerun after host1 froze", workspace.command(&["--yes", "--ssh-persist", "30"]));
+    let _ = Command::new("kill").args(["-KILL", &kept[0][0]]).status();
+    assert_eq!(rerun.status.code(), Some(0), "{}", text(&rerun));
+    assert!(text(&rerun).contains("6 unchanged"), "{}", text(&rerun));
+    eventually("the frozen session is gone", || !sessions(&hosts, 1).contains(&kept[0][0]));
+    let reconnected = sessions(&hosts, 1);
+    assert_eq!(reconnected.len(), 1, "host1 was dialled again: {reconnected:?}");
+    assert_eq!(sessions(&hosts, 2), kept[1], "host2's kept connection served the rerun");
+
+    // host2 stops and starts again (a reboot, sshd restarted): its kept connection
+    // ends with it, the next run dials it again.
+    hosts.kill(2);
+    hosts.up_again(2);
+    let after =
+        within_keepalive("the rerun after host2 restarted", workspace.command(&["--yes", "--ssh-persist", "30"]));
+    assert_eq!(after.status.code(), Some(0), "{}", text(&after));
+    assert!(text(&after).contains("6 unchanged"), "{}", text(&after));
+    assert_eq!(sessions(&hosts, 1), reconnected, "host1's new connection was kept");
+    assert_eq!(sessions(&hosts, 2).len(), 1);
+
+    assert!(workspace.disconnect().status.success());
+    eventually("the keeper exited", || workspace.keepers().is_empty());
 }
 
 #[test]
@@ -320,7 +385,7 @@ fn an_idle_keeper_exits_and_persistence_off_leaves_nothing_running() {
     let workspace = Workspace::new(&hosts, 1, FILES);
     let off = workspace.push(&["--yes", "--ssh-persist", "0"]);
     assert_eq!(off.status.code(), Some(0), "{}", text(&off));
-    assert!(workspace.keepers().is_empty() && !workspace.socket().exists());
+    assert!(workspace.keepers().is_empty() && workspace.socket().is_none());
     eventually("the run's connection closed", || sessions(&hosts, 1).is_empty());
 
     // The inventory's `ssh.persist: 0` turns it off too.
@@ -337,5 +402,5 @@ fn an_idle_keeper_exits_and_persistence_off_leaves_nothing_running() {
     assert_eq!(sessions(&hosts, 1).len(), 1);
     eventually("the keeper exited after 2 s idle", || workspace.keepers().is_empty());
     eventually("its connection closed", || sessions(&hosts, 1).is_empty());
-    assert!(!workspace.socket().exists());
+    assert!(workspace.socket().is_none());
 }

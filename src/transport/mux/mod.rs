@@ -41,19 +41,57 @@ use super::{Output, TransportError};
 /// removals and reboots it is not the default.
 pub const DEFAULT_IDLE: Duration = Duration::ZERO;
 
-/// `$XDG_RUNTIME_DIR/toolkit/ssh.sock`, else `/tmp/toolkit-UID/ssh.sock`; the
-/// directory is created 0700 and must belong to this user and be closed to others.
+/// `$XDG_RUNTIME_DIR/toolkit/ssh-BUILD.sock`, else `/tmp/toolkit-UID/ssh-BUILD.sock`,
+/// where BUILD names the `toolkit` executable `program` (its path, size and time):
+/// a run is served only by a keeper of its own build, so an upgraded toolkit never
+/// speaks to the keeper the old one left running. The directory is created 0700
+/// and must belong to this user and be closed to others.
 ///
 /// # Errors
 /// When the directory cannot be made, or is another user's or open to others.
-pub fn default_socket() -> std::io::Result<PathBuf> {
+pub fn default_socket(program: &Path) -> std::io::Result<PathBuf> {
+    Ok(socket_directory()?.join(format!("ssh-{}.sock", build(program))))
+}
+
+/// The sockets of every keeper in this user's directory, whatever build started it.
+///
+/// # Errors
+/// As [`default_socket`], or when the directory cannot be listed.
+pub fn all_sockets() -> std::io::Result<Vec<PathBuf>> {
+    let mut sockets: Vec<PathBuf> = std::fs::read_dir(socket_directory()?)?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.file_name().is_some_and(|name| {
+                let name = name.to_string_lossy();
+                name.starts_with("ssh") && name.ends_with(".sock")
+            })
+        })
+        .collect();
+    sockets.sort();
+    Ok(sockets)
+}
+
+fn socket_directory() -> std::io::Result<PathBuf> {
     let uid = std::fs::metadata("/proc/self")?.uid();
     let directory = match std::env::var_os("XDG_RUNTIME_DIR").filter(|value| !value.is_empty()) {
         Some(runtime) => PathBuf::from(runtime).join("toolkit"),
         None => std::env::temp_dir().join(format!("toolkit-{uid}")),
     };
     private_directory(&directory, uid)?;
-    Ok(directory.join("ssh.sock"))
+    Ok(directory)
+}
+
+/// 16 hex digits naming one build of `program`. Only runs of the same binary
+/// compare them, so the standard library's hasher is stable enough.
+fn build(program: &Path) -> String {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::hash::DefaultHasher::new();
+    program.hash(&mut hasher);
+    if let Ok(metadata) = std::fs::metadata(program) {
+        (metadata.len(), metadata.mtime(), metadata.mtime_nsec(), metadata.ino()).hash(&mut hasher);
+    }
+    format!("{:016x}", hasher.finish())
 }
 
 /// Creates `directory` 0700 if missing; refuses one that is not this user's own.

@@ -194,18 +194,34 @@ async fn get(links: &Links, target: &SshTarget, options: &SshOptions) -> Result<
     })
 }
 
+/// How long a kept connection may take to open a channel before it counts as dead.
+/// A live connection answers in one round trip; one whose peer vanished without a
+/// word (host powered off or cut off, container removed, sshd frozen) never answers,
+/// and russh would notice only after its keepalives (15 s x 3): a run must not wait
+/// that long for a host that is back, or that it can dial again. A slow but live
+/// connection that misses this bound costs one new connection, nothing else: its
+/// channels in flight keep it open until they end.
+const ANSWER_WITHIN: Duration = Duration::from_secs(3);
+
 /// A session channel on `target`'s connection; a connection that died since (the
-/// server restarted, the host rebooted) is made again once.
+/// server restarted, the host rebooted, or it stopped answering) is made again once.
 async fn open(
     links: &Links,
     target: &SshTarget,
     options: &SshOptions,
 ) -> Result<russh::Channel<russh::client::Msg>, String> {
     let link = get(links, target, options).await?;
-    if let Ok(channel) = link.open().await {
-        return Ok(channel);
+    match tokio::time::timeout(ANSWER_WITHIN, link.open()).await {
+        Ok(Ok(channel)) => return Ok(channel),
+        Ok(Err(error)) => tracing::debug!(host = %target.host, %error, "kept connection is gone; connecting again"),
+        Err(_) => tracing::debug!(host = %target.host, "kept connection does not answer; connecting again"),
     }
-    links.forget(target);
+    // Only this connection: a concurrent request may have made the new one already.
+    links.forget_link(target, &link);
     let link = trusted(links, target, options).await?;
-    link.open().await.map_err(|source| TransportError::Protocol { host: target.host.clone(), source }.to_string())
+    let protocol = |source| TransportError::Protocol { host: target.host.clone(), source }.to_string();
+    match tokio::time::timeout(options.connect_timeout, link.open()).await {
+        Ok(opened) => opened.map_err(protocol),
+        Err(_) => Err(protocol(russh::Error::ConnectionTimeout)),
+    }
 }
