@@ -248,7 +248,7 @@ impl State {
         if let Desired::File { content, secret: false, .. } = &*resource.desired
             && !self.contents.contains(content.sha256())
         {
-            self.contents.insert(content.sha256().to_owned(), content.text().to_owned());
+            self.contents.share(content);
         }
         true
     }
@@ -273,8 +273,12 @@ impl State {
         self.serial += 1;
         self.prune_contents();
         let io = |source| StateError::Io { path: path.to_owned(), source };
-        let bytes = file::write(self).map_err(|source| StateError::Parse { path: path.to_owned(), source })?;
-        write_atomic(path, &bytes).map_err(io)
+        write_atomic_with(path, |file| {
+            let mut out = std::io::BufWriter::new(file);
+            file::write(self, &mut out)?;
+            out.flush()
+        })
+        .map_err(io)
     }
 }
 
@@ -283,13 +287,24 @@ impl State {
 /// # Errors
 /// Any IO error; the temp file is removed on failure.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_with(path, |file| file.write_all(bytes))
+}
+
+/// As [`write_atomic`], with the bytes written by `write_into` into the temp file.
+///
+/// # Errors
+/// Any IO error, `write_into`'s included; the temp file is removed on failure.
+pub fn write_atomic_with(
+    path: &Path,
+    write_into: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let temp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
         let mut file = std::fs::File::create(&temp)?;
-        file.write_all(bytes)?;
+        write_into(&mut file)?;
         file.sync_all()?;
         std::fs::rename(&temp, path)?;
         if let Ok(dir) = std::fs::File::open(dir) {

@@ -10,11 +10,36 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use crate::resource::Content;
+
+/// One kept text: read from the state file, or the content a deploy applied, shared
+/// with its resource rather than copied (a deploy's files are most of its memory).
+#[derive(Debug, Clone)]
+enum Kept {
+    Read(String),
+    Applied(Content),
+}
+
+impl Kept {
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Read(text) => text,
+            Self::Applied(content) => content.text(),
+        }
+    }
+}
+
+impl PartialEq for Kept {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
 /// Non-secret file texts by SHA-256, parsed from the state file on first use.
 #[derive(Debug, Clone, Default)]
 pub struct Contents {
     /// The parsed texts; unset until first asked for when [`Self::unread`] holds lines.
-    texts: OnceLock<BTreeMap<String, String>>,
+    texts: OnceLock<BTreeMap<String, Kept>>,
     /// State file lines not parsed yet.
     unread: Option<Unread>,
 }
@@ -36,11 +61,11 @@ impl Contents {
         Self { texts: OnceLock::new(), unread: Some(Unread { lines, path: path.to_owned(), first_line }) }
     }
 
-    fn texts(&self) -> &BTreeMap<String, String> {
+    fn texts(&self) -> &BTreeMap<String, Kept> {
         self.texts.get_or_init(|| self.unread.as_ref().map(parse).unwrap_or_default())
     }
 
-    fn texts_mut(&mut self) -> &mut BTreeMap<String, String> {
+    fn texts_mut(&mut self) -> &mut BTreeMap<String, Kept> {
         self.texts();
         self.unread = None;
         self.texts.get_mut().expect("initialized just above")
@@ -55,7 +80,7 @@ impl Contents {
     /// The text with this hash.
     #[must_use]
     pub fn get(&self, sha256: &str) -> Option<&str> {
-        self.texts().get(sha256).map(String::as_str)
+        self.texts().get(sha256).map(Kept::as_str)
     }
 
     /// Whether a text with this hash is kept.
@@ -66,7 +91,12 @@ impl Contents {
 
     /// Keeps `text` under `sha256`.
     pub fn insert(&mut self, sha256: String, text: String) {
-        self.texts_mut().insert(sha256, text);
+        self.texts_mut().insert(sha256, Kept::Read(text));
+    }
+
+    /// Keeps `content`'s text under its hash, shared with `content` (no copy).
+    pub fn share(&mut self, content: &Content) {
+        self.texts_mut().insert(content.sha256().to_owned(), Kept::Applied(content.clone()));
     }
 
     /// Keeps only the texts whose hash `keep` accepts.
@@ -94,13 +124,14 @@ impl Contents {
 
 impl Extend<(String, String)> for Contents {
     fn extend<I: IntoIterator<Item = (String, String)>>(&mut self, texts: I) {
-        self.texts_mut().extend(texts);
+        self.texts_mut().extend(texts.into_iter().map(|(hash, text)| (hash, Kept::Read(text))));
     }
 }
 
 impl FromIterator<(String, String)> for Contents {
     fn from_iter<I: IntoIterator<Item = (String, String)>>(texts: I) -> Self {
-        Self { texts: OnceLock::from(texts.into_iter().collect::<BTreeMap<_, _>>()), unread: None }
+        let texts = texts.into_iter().map(|(hash, text)| (hash, Kept::Read(text))).collect::<BTreeMap<_, _>>();
+        Self { texts: OnceLock::from(texts), unread: None }
     }
 }
 
@@ -114,7 +145,7 @@ impl Eq for Contents {}
 
 /// The texts of `lines`. Texts only make diffs: a line that cannot be read costs
 /// its diff, said once in the log, not the deploy.
-fn parse(unread: &Unread) -> BTreeMap<String, String> {
+fn parse(unread: &Unread) -> BTreeMap<String, Kept> {
     let mut texts = BTreeMap::new();
     for (number, line) in (unread.first_line..).zip(unread.lines.lines()) {
         if line.is_empty() {
@@ -122,7 +153,7 @@ fn parse(unread: &Unread) -> BTreeMap<String, String> {
         }
         match serde_json::from_str::<(String, String)>(line) {
             Ok((hash, text)) => {
-                texts.insert(hash, text);
+                texts.insert(hash, Kept::Read(text));
             }
             Err(error) => tracing::warn!(
                 "state file `{}` line {number}: a kept file text cannot be read ({error}); its diff is not shown",

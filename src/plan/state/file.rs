@@ -31,11 +31,13 @@ use crate::text::{Interner, Text};
 /// How every version-2 file starts: tells it from version 1 without parsing.
 const V2_START: &str = "{\"format_version\":2,";
 
-/// The bytes of `state` as a version-2 file.
+/// Writes `state` to `out` as a version-2 file. Streamed: the texts are most of a
+/// large state (every host's files), and a copy of them as one JSON buffer was the
+/// largest allocation of a deploy.
 ///
 /// # Errors
-/// When serialization fails (it does not for these types; kept total).
-pub(super) fn write(state: &State) -> Result<Vec<u8>, serde_json::Error> {
+/// When writing fails (serialization does not for these types).
+pub(super) fn write(state: &State, out: &mut impl std::io::Write) -> std::io::Result<()> {
     let mut fingerprints: Vec<&str> = Vec::new();
     let mut index: HashMap<&str, u32, RandomState> = HashMap::default();
     for record in state.resources.values() {
@@ -52,14 +54,14 @@ pub(super) fn write(state: &State) -> Result<Vec<u8>, serde_json::Error> {
         fingerprints,
         resources: RecordsOut { records: &state.resources, index: &index },
     };
-    let mut bytes = serde_json::to_vec(&head)?;
-    bytes.push(b'\n');
+    serde_json::to_writer(&mut *out, &head)?;
+    out.write_all(b"\n")?;
     for text in state.contents.iter() {
         // JSON escapes line breaks: one text, one line.
-        serde_json::to_writer(&mut bytes, &text)?;
-        bytes.push(b'\n');
+        serde_json::to_writer(&mut *out, &text)?;
+        out.write_all(b"\n")?;
     }
-    Ok(bytes)
+    Ok(())
 }
 
 /// The state in `head` (the file's first line, with its line break) and `rest` (the
