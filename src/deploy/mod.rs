@@ -94,12 +94,16 @@ pub async fn live_plan<C: Connector>(
 /// service restarts); removals are not in the graph ([`removals`]).
 #[must_use]
 pub fn changed_indexes(graph: &ResourceGraph, plan: &Plan) -> HashSet<usize> {
-    let changing: HashSet<&str> = plan
+    let changing: HashSet<&str, foldhash::fast::RandomState> = plan
         .changes
         .iter()
         .filter(|change| matches!(change.action, Action::Create | Action::Update))
         .map(|change| change.id.as_str())
         .collect();
+    // A rerun changes nothing: no id of the graph to look up.
+    if changing.is_empty() {
+        return HashSet::new();
+    }
     graph
         .resources
         .iter()
@@ -201,7 +205,15 @@ pub fn record_changed(mut state: State, graph: &ResourceGraph, plan: &Plan, repo
             *slot = Some(&outcome.outcome);
         }
     }
-    // The nodes of a group share their resources' Desired: one fingerprint each.
+    // The plan made each resource's fingerprint, in apply order (its changes start
+    // with one per resource of the graph): taken from there. API objects' changes are
+    // the API stage's, so theirs, and any the plan does not have, are made here, once
+    // per Desired (the nodes of a group share theirs).
+    let planned = |rank: usize, resource: &crate::resource::Resource| -> Option<&Text> {
+        let change = plan.changes.get(rank)?;
+        let same = change.id.as_str() == resource.id.as_str() && !matches!(*resource.desired, Desired::Api(_));
+        change.after.as_ref().filter(|_| same)
+    };
     let mut fingerprints: HashMap<usize, Text, foldhash::fast::RandomState> = HashMap::default();
     for (rank, &index) in graph.order.iter().enumerate() {
         let resource = &graph.resources[index];
@@ -211,9 +223,12 @@ pub fn record_changed(mut state: State, graph: &ResourceGraph, plan: &Plan, repo
             true
         };
         if done {
-            let fingerprint = fingerprints
-                .entry(std::sync::Arc::as_ptr(&resource.desired) as usize)
-                .or_insert_with(|| resource.desired.fingerprint().into());
+            let fingerprint = match planned(rank, resource) {
+                Some(fingerprint) => fingerprint,
+                None => fingerprints
+                    .entry(std::sync::Arc::as_ptr(&resource.desired) as usize)
+                    .or_insert_with(|| resource.desired.fingerprint().into()),
+            };
             // 0 is "order unknown" (records from before orders were kept).
             changed |= state.record_fingerprinted(resource, fingerprint, rank as u64 + 1);
         }
@@ -374,7 +389,8 @@ mod tests {
             ..ApplyReport::default()
         };
         let after = record(state, &graph, &plan, &report);
-        let kept: Vec<&str> = after.resources.keys().map(String::as_str).collect();
+        let mut kept: Vec<&str> = after.resources.keys().map(String::as_str).collect();
+        kept.sort_unstable();
         assert_eq!(kept, ["head:command:sacctmgr-account-team-b", "head:file:/etc/slurm/slurm.conf"]);
         // The one still desired is recorded at its place in this run's order.
         assert_eq!(after.resources["head:file:/etc/slurm/slurm.conf"].order, 1);

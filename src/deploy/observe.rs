@@ -7,7 +7,9 @@
 //! text of changed non-secret files (for diffs), and the hosts that could not be read.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
+use foldhash::fast::RandomState;
 use futures::StreamExt as _;
 
 use crate::facts::command::{self, CommandFact, Probe};
@@ -15,6 +17,7 @@ use crate::facts::{self, HostFacts, file::FileState, package::PackageState, serv
 use crate::graph::ResourceGraph;
 use crate::plan::state::{Recorded, State};
 use crate::resource::{Desired, Resource};
+use crate::text::{Interner, Text};
 use crate::transport::{Connector, Executor};
 
 /// Largest file whose old text is fetched for a diff.
@@ -44,10 +47,13 @@ pub async fn observe<C: Connector>(
             by_host.entry(resource.target.name.as_str()).or_default().push(resource);
         }
     }
+    let observed: usize = by_host.values().map(Vec::len).sum();
+    let shared = Mutex::new(SharedTexts::default());
+    let shared = &shared;
     let results: Vec<(String, Result<HostState, String>)> = futures::stream::iter(by_host)
         .map(|(host, resources)| async move {
             let result = match connector.connect(host).await {
-                Ok(executor) => observe_host(executor.as_ref(), &resources).await,
+                Ok(executor) => observe_host(executor.as_ref(), &resources, shared).await,
                 Err(error) => Err(error.to_string()),
             };
             (host.to_owned(), result)
@@ -56,6 +62,7 @@ pub async fn observe<C: Connector>(
         .collect()
         .await;
     let mut observation = Observation { state: State::empty(cluster), unreachable: BTreeMap::new() };
+    observation.state.resources.reserve(observed);
     for (host, result) in results {
         match result {
             Ok(host_state) => {
@@ -70,38 +77,67 @@ pub async fn observe<C: Connector>(
     observation
 }
 
+/// The texts every host's records repeat: kinds, and the fingerprint of each
+/// distinct [`Desired`] (the nodes of a group share theirs) for the resources found
+/// as desired — most of them on a rerun — so those are compared, not formatted.
+/// The host futures run on one task: the lock is never contended.
+#[derive(Default)]
+struct SharedTexts {
+    /// By the address of the shared [`Desired`] (stable while the graph is borrowed).
+    fingerprints: HashMap<usize, Text, RandomState>,
+    kinds: Interner,
+}
+
+impl SharedTexts {
+    fn fingerprint(&mut self, desired: &Arc<Desired>) -> Text {
+        self.fingerprints.entry(Arc::as_ptr(desired) as usize).or_insert_with(|| desired.fingerprint().into()).clone()
+    }
+}
+
 #[derive(Default)]
 struct HostState {
-    resources: BTreeMap<String, Recorded>,
+    resources: Vec<(String, Recorded)>,
     contents: BTreeMap<String, String>,
 }
 
-async fn observe_host<E: Executor>(executor: &E, resources: &[&Resource]) -> Result<HostState, String> {
+async fn observe_host<E: Executor>(
+    executor: &E,
+    resources: &[&Resource],
+    shared: &Mutex<SharedTexts>,
+) -> Result<HostState, String> {
     let facts = facts::gather(executor, resources).await.map_err(|error| error.to_string())?;
     let mut state = HostState::default();
     // Changed files whose old text a diff needs: (path, old hash).
     let mut old_texts: Vec<(&str, String)> = Vec::new();
-    for resource in resources {
-        let Some(fingerprint) = fingerprint(resource, &facts) else { continue };
-        let secret = matches!(&*resource.desired, Desired::File { secret: true, .. });
-        if let (Desired::File { path, content, secret: false, .. }, Some(FileState::File { sha256: old, .. })) =
-            (&*resource.desired, facts_file(&resource.desired, &facts))
-            && old != content.sha256()
-            && !old_texts.iter().any(|(_, hash)| hash == old)
-        {
-            old_texts.push((path.as_str(), old.clone()));
+    // Not held across an await: a plain lock.
+    {
+        let mut shared = shared.lock().expect("no task panics holding it");
+        for resource in resources {
+            let fingerprint = match observed(resource, &facts) {
+                Observed::Absent => continue,
+                Observed::AsDesired => shared.fingerprint(&resource.desired),
+                Observed::Other(fingerprint) => fingerprint.into(),
+            };
+            let secret = matches!(&*resource.desired, Desired::File { secret: true, .. });
+            if let (Desired::File { path, content, secret: false, .. }, Some(FileState::File { sha256: old, .. })) =
+                (&*resource.desired, facts_file(&resource.desired, &facts))
+                && old != content.sha256()
+                && !old_texts.iter().any(|(_, hash)| hash == old)
+            {
+                old_texts.push((path.as_str(), old.clone()));
+            }
+            state.resources.push((
+                resource.id.to_string(),
+                Recorded {
+                    kind: shared.kinds.get(resource.desired.kind()),
+                    fingerprint,
+                    secret,
+                    // Observed, not applied: undos come from the state file.
+                    undo: None,
+                    order: 0,
+                },
+            ));
         }
-        state.resources.insert(
-            resource.id.to_string(),
-            Recorded {
-                kind: resource.desired.kind().into(),
-                fingerprint: fingerprint.into(),
-                secret,
-                // Observed, not applied: undos come from the state file.
-                undo: None,
-                order: 0,
-            },
-        );
     }
     for ((_, hash), text) in old_texts.iter().zip(read_old_texts(executor, &old_texts).await) {
         if let Some(text) = text {
@@ -118,37 +154,58 @@ fn facts_file<'f>(desired: &Desired, facts: &'f HostFacts) -> Option<&'f FileSta
     }
 }
 
-/// The observed fingerprint of a resource, in [`Desired::fingerprint`]'s format;
-/// `None` when it is absent. A command whose guard holds is as desired; one that
-/// reads its values is fingerprinted by what it read.
-fn fingerprint(resource: &Resource, facts: &HostFacts) -> Option<String> {
+/// What a resource's facts say of it.
+enum Observed {
+    /// Not there.
+    Absent,
+    /// Exactly as desired: its fingerprint is the desired one.
+    AsDesired,
+    /// There, otherwise: this fingerprint, in [`Desired::fingerprint`]'s format.
+    Other(String),
+}
+
+/// What `facts` say of `resource`, compared with what it should be field by field
+/// so that one found as desired (a rerun finds nearly all so) costs no formatting.
+/// A command whose guard holds is as desired; one that reads its values is
+/// fingerprinted by what it read.
+fn observed(resource: &Resource, facts: &HostFacts) -> Observed {
+    let found = |fingerprint: Option<String>| fingerprint.map_or(Observed::Absent, Observed::Other);
     match &*resource.desired {
-        Desired::File { path, .. } => match facts.files.get(path)? {
-            FileState::File { sha256, meta } => {
-                Some(format!("sha256:{sha256} mode:{:o} owner:{}:{}", meta.mode, meta.owner, meta.group))
+        Desired::File { path, content, mode, owner, group, .. } => match facts.files.get(path) {
+            Some(state) if state.is_file_with(content.sha256(), *mode, owner, group) => Observed::AsDesired,
+            Some(FileState::File { sha256, meta }) => {
+                Observed::Other(format!("sha256:{sha256} mode:{:o} owner:{}:{}", meta.mode, meta.owner, meta.group))
             }
-            _ => None,
+            _ => Observed::Absent,
         },
-        Desired::Directory { path, .. } => match facts.files.get(path)? {
-            FileState::Directory { meta } => Some(format!("dir mode:{:o} owner:{}", meta.mode, meta.owner)),
-            _ => None,
+        Desired::Directory { path, mode, owner, .. } => match facts.files.get(path) {
+            Some(state) if state.is_directory_with(*mode, owner) => Observed::AsDesired,
+            Some(FileState::Directory { meta }) => {
+                Observed::Other(format!("dir mode:{:o} owner:{}", meta.mode, meta.owner))
+            }
+            _ => Observed::Absent,
         },
-        Desired::Package { name } => match facts.packages.as_ref()?.packages.get(name)? {
-            PackageState::Installed { .. } => Some(format!("package:{name}")),
-            _ => None,
+        Desired::Package { name } => match facts.packages.as_ref().and_then(|facts| facts.packages.get(name)) {
+            // A package's fingerprint is its name: installed is as desired.
+            Some(PackageState::Installed { .. }) => Observed::AsDesired,
+            _ => Observed::Absent,
         },
-        Desired::Service { name, .. } => {
-            let fact = facts.services.get(name)?;
+        Desired::Service { name, enabled: want_enabled, running: want_running, .. } => {
+            let Some(fact) = facts.services.get(name) else { return Observed::Absent };
             let enabled = matches!(fact.enabled, service::EnabledState::Enabled | service::EnabledState::Static(_));
             let running = fact.active == service::ActiveState::Active;
-            Some(format!("service enabled:{enabled} running:{running}"))
+            if (enabled, running) == (*want_enabled, *want_running) {
+                Observed::AsDesired
+            } else {
+                Observed::Other(format!("service enabled:{enabled} running:{running}"))
+            }
         }
-        Desired::Command { reads, .. } => match (facts.commands.get(resource.id.as_str())?, reads) {
-            (CommandFact::Done(true), _) => Some(resource.desired.fingerprint()),
-            (CommandFact::Printed(Some(printed)), Some(reads)) => reads.observed(printed),
-            _ => None,
+        Desired::Command { reads, .. } => match (facts.commands.get(resource.id.as_str()), reads) {
+            (Some(CommandFact::Done(true)), _) => Observed::AsDesired,
+            (Some(CommandFact::Printed(Some(printed))), Some(reads)) => found(reads.observed(printed)),
+            _ => Observed::Absent,
         },
-        Desired::Api(_) => None,
+        Desired::Api(_) => Observed::Absent,
     }
 }
 

@@ -46,9 +46,12 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
     // by the shared copy's address (stable while the graph is borrowed).
     let mut described: HashMap<usize, (Text, Text), RandomState> = HashMap::default();
 
+    // How many records a desired resource has: when all do, none is a removal.
+    let mut desired_recorded = 0;
     for &index in &graph.order {
         let resource = &graph.resources[index];
         let recorded = state.resources.get(resource.id.as_str());
+        desired_recorded += usize::from(recorded.is_some());
         let (after, name) = described
             .entry(std::sync::Arc::as_ptr(&resource.desired) as usize)
             .or_insert_with(|| (texts.take(resource.desired.fingerprint()), shown_name(&resource.desired, &mut texts)))
@@ -124,7 +127,8 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
             name,
             action,
             reason,
-            before: recorded.map(|r| texts.get(&r.fingerprint)),
+            // Unchanged (most): the shared copy already at hand, not looked up again.
+            before: recorded.map(|r| if r.fingerprint == after { after.clone() } else { texts.get(&r.fingerprint) }),
             after: Some(after),
             diff: file_diff,
             secret,
@@ -132,8 +136,8 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
             values,
         });
     }
-    // Only a recorded state can have resources no longer desired.
-    if !state.resources.is_empty() {
+    // Only records of no desired resource (ids are unique in a graph) are removals.
+    if desired_recorded < state.resources.len() {
         let desired: HashSet<&str, RandomState> = graph.resources.iter().map(|resource| resource.id.as_str()).collect();
         changes.extend(removal::changes(state, &desired, true));
     }

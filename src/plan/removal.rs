@@ -50,8 +50,8 @@ pub fn removals(state: &State, desired: &HashSet<&str, RandomState>, api: bool) 
         .filter(|(id, _)| !desired.contains(id.as_str()))
         .filter(|(id, recorded)| api || !undo_of(id, recorded).is_some_and(|undo| undo.is_api()))
         .collect();
-    // Stable: equal orders (records from before orders were kept) stay by id.
-    gone.sort_by_key(|(_, recorded)| std::cmp::Reverse(recorded.order));
+    // Equal orders (records from before orders were kept) by id.
+    gone.sort_unstable_by(|(a, a_record), (b, b_record)| b_record.order.cmp(&a_record.order).then_with(|| a.cmp(b)));
     gone.into_iter()
         .map(|(id, recorded)| Removal {
             id: id.clone(),

@@ -24,7 +24,7 @@ use serde::ser::SerializeSeq as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::contents::Contents;
-use super::{Recorded, RolloutState, STATE_FORMAT_VERSION, State, StateError};
+use super::{Recorded, Records, RolloutState, STATE_FORMAT_VERSION, State, StateError};
 use crate::plan::undo::Undo;
 use crate::text::{Interner, Text};
 
@@ -38,9 +38,12 @@ const V2_START: &str = "{\"format_version\":2,";
 /// # Errors
 /// When writing fails (serialization does not for these types).
 pub(super) fn write(state: &State, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    // By id, so equal states make equal files.
+    let mut records: Vec<(&String, &Recorded)> = state.resources.iter().collect();
+    records.sort_unstable_by_key(|&(id, _)| id);
     let mut fingerprints: Vec<&str> = Vec::new();
     let mut index: HashMap<&str, u32, RandomState> = HashMap::default();
-    for record in state.resources.values() {
+    for (_, record) in &records {
         index.entry(record.fingerprint.as_str()).or_insert_with(|| {
             fingerprints.push(record.fingerprint.as_str());
             u32::try_from(fingerprints.len() - 1).unwrap_or(u32::MAX)
@@ -52,7 +55,7 @@ pub(super) fn write(state: &State, out: &mut impl std::io::Write) -> std::io::Re
         serial: state.serial,
         rollout: state.rollout.as_ref(),
         fingerprints,
-        resources: RecordsOut { records: &state.resources, index: &index },
+        resources: RecordsOut { records: &records, index: &index },
     };
     serde_json::to_writer(&mut *out, &head)?;
     out.write_all(b"\n")?;
@@ -125,7 +128,30 @@ struct HeadIn {
     #[serde(default)]
     rollout: Option<RolloutState>,
     fingerprints: Vec<String>,
-    resources: BTreeMap<String, RecordIn>,
+    /// In the file's order: no map is built here, only the state's.
+    #[serde(deserialize_with = "records_in")]
+    resources: Vec<(String, RecordIn)>,
+}
+
+/// The records object as its entries, in order.
+fn records_in<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<(String, RecordIn)>, D::Error> {
+    struct Entries;
+    impl<'de> Visitor<'de> for Entries {
+        type Value = Vec<(String, RecordIn)>;
+
+        fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+            formatter.write_str("records by id")
+        }
+
+        fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0));
+            while let Some(entry) = map.next_entry()? {
+                entries.push(entry);
+            }
+            Ok(entries)
+        }
+    }
+    deserializer.deserialize_map(Entries)
 }
 
 /// What a record holds that its id does not say; written for few.
@@ -153,13 +179,14 @@ struct ExtraIn {
 }
 
 struct RecordsOut<'a> {
-    records: &'a BTreeMap<String, Recorded>,
+    /// Sorted by id.
+    records: &'a [(&'a String, &'a Recorded)],
     index: &'a HashMap<&'a str, u32, RandomState>,
 }
 
 impl Serialize for RecordsOut<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_map(self.records.iter().map(|(id, record)| {
+        serializer.collect_map(self.records.iter().map(|&(id, record)| {
             let fingerprint = self.index.get(record.fingerprint.as_str()).copied().unwrap_or(u32::MAX);
             (id, RecordOut { id, record, fingerprint })
         }))
@@ -234,7 +261,7 @@ fn from_head(path: &Path, head: HeadIn, contents: Contents) -> Result<State, Sta
     }
     let fingerprints: Vec<Text> = head.fingerprints.into_iter().map(Text::from).collect();
     let mut kinds = Interner::default();
-    let mut resources = BTreeMap::new();
+    let mut resources = Records::with_capacity_and_hasher(head.resources.len(), RandomState::default());
     for (id, record) in head.resources {
         let Some(fingerprint) = usize::try_from(record.fingerprint).ok().and_then(|at| fingerprints.get(at)) else {
             return Err(StateError::Invalid {
