@@ -43,7 +43,7 @@ impl ResourceGraph {
 /// # Errors
 /// `unknown-dependency` for every id that no resource has, `duplicate-resource`
 /// for ids used twice, `dependency-cycle` naming every resource of each cycle.
-pub fn build(resources: Vec<Resource>) -> Result<ResourceGraph, Diagnostics> {
+pub fn build(mut resources: Vec<Resource>) -> Result<ResourceGraph, Diagnostics> {
     let mut diagnostics = Diagnostics::default();
     // foldhash: hundreds of thousands of ids at scale, none chosen by an adversary.
     let mut index: HashMap<&ResourceId, usize, foldhash::fast::RandomState> =
@@ -60,11 +60,14 @@ pub fn build(resources: Vec<Resource>) -> Result<ResourceGraph, Diagnostics> {
     for position in 0..resources.len() {
         graph.add_node(position);
     }
+    // The resource each dependency names, in the order of the dependencies.
+    let mut dependency_indexes: Vec<u32> = Vec::with_capacity(resources.len() * 2);
     for (position, resource) in resources.iter().enumerate() {
         for dependency in &resource.depends_on {
             match index.get(dependency) {
                 Some(&from) => {
                     graph.add_edge(NodeIndex::new(from), NodeIndex::new(position), ());
+                    dependency_indexes.push(from as u32);
                 }
                 None => diagnostics.push(
                     Diagnostic::error(
@@ -79,6 +82,8 @@ pub fn build(resources: Vec<Resource>) -> Result<ResourceGraph, Diagnostics> {
     if diagnostics.has_errors() {
         return Err(diagnostics);
     }
+    drop(index);
+    share_dependency_ids(&mut resources, &dependency_indexes);
     let Some(order) = stable_order(&graph) else {
         for component in kosaraju_scc(&graph) {
             let is_cycle = component.len() > 1 || component.first().is_some_and(|&n| graph.contains_edge(n, n));
@@ -94,6 +99,22 @@ pub fn build(resources: Vec<Resource>) -> Result<ResourceGraph, Diagnostics> {
         return Err(diagnostics);
     };
     Ok(ResourceGraph { graph, resources, order })
+}
+
+/// Points every dependency at the id of the resource it names (`named`: that
+/// resource's index, dependency by dependency): renderers build the ids they depend
+/// on afresh (a copied node's, another host's), and at scale those equal copies of
+/// ids already held were several KiB per node.
+fn share_dependency_ids(resources: &mut [Resource], named: &[u32]) {
+    let mut named = named.iter();
+    for position in 0..resources.len() {
+        for slot in 0..resources[position].depends_on.len() {
+            if let Some(&from) = named.next() {
+                let id = resources[from as usize].id.clone();
+                resources[position].depends_on[slot] = id;
+            }
+        }
+    }
 }
 
 /// Kahn's algorithm taking the lowest input index among ready resources, so the
@@ -138,6 +159,14 @@ mod tests {
         .expect("acyclic");
         let ids: Vec<&str> = graph.order.iter().map(|&i| graph.resources[i].id.as_str()).collect();
         assert_eq!(ids, ["head:package:munge", "head:package:slurmctld", "node01:package:slurmd"]);
+    }
+
+    #[test]
+    fn dependencies_share_the_id_of_the_resource_they_name() {
+        let graph = build(vec![package("head", "munge", &[]), package("node01", "slurmd", &["head:package:munge"])])
+            .expect("acyclic");
+        let dependency = &graph.resources[1].depends_on[0];
+        assert!(dependency.0.shares(&graph.resources[0].id.0), "one allocation, not an equal copy");
     }
 
     #[test]

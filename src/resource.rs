@@ -63,6 +63,8 @@ impl std::hash::Hash for Content {
 struct ContentInner {
     text: String,
     sha256: String,
+    /// False when only the hash was kept ([`Content::hash_only`]).
+    kept: bool,
 }
 
 impl Content {
@@ -72,7 +74,23 @@ impl Content {
         // Rendered text grows by doubling; the spare capacity would live as long as the plan.
         text.shrink_to_fit();
         let sha256 = hex::encode(Sha256::digest(text.as_bytes()));
-        Self(Arc::new(ContentInner { text, sha256 }))
+        Self(Arc::new(ContentInner { text, sha256, kept: true }))
+    }
+
+    /// The hash of `text`, without the text: for a plan that neither shows nor writes
+    /// it (a switch's FRR configuration is ~20 KB, and a large fabric has thousands).
+    /// [`Content::text`] is then empty; only what applies or writes files needs it,
+    /// and those render with texts.
+    #[must_use]
+    pub fn hash_only(text: &str) -> Self {
+        let sha256 = hex::encode(Sha256::digest(text.as_bytes()));
+        Self(Arc::new(ContentInner { text: String::new(), sha256, kept: false }))
+    }
+
+    /// Whether the text was kept (not [`Content::hash_only`]).
+    #[must_use]
+    pub fn has_text(&self) -> bool {
+        self.0.kept
     }
 
     /// The bytes as text.
@@ -85,7 +103,7 @@ impl Content {
     /// access to the key): its hash is `unresolved`, and a plan does not compare it.
     #[must_use]
     pub fn unresolved_secret() -> Self {
-        Self(Arc::new(ContentInner { text: String::new(), sha256: UNRESOLVED.to_owned() }))
+        Self(Arc::new(ContentInner { text: String::new(), sha256: UNRESOLVED.to_owned(), kept: true }))
     }
 
     /// Whether this is [`Content::unresolved_secret`].
@@ -497,6 +515,15 @@ mod tests {
             Some(Some(vec![("Priority".to_owned(), "10".to_owned()), ("GrpTRES".to_owned(), String::new()),]))
         );
         assert_eq!(values_of("command:0123"), None);
+    }
+
+    #[test]
+    fn content_kept_as_a_hash_only_hashes_as_the_text() {
+        let text = "router bgp 65000\n";
+        let hashed = Content::hash_only(text);
+        assert_eq!(hashed.sha256(), Content::new(text.to_owned()).sha256());
+        assert!(!hashed.has_text() && hashed.text().is_empty());
+        assert!(Content::new(String::new()).has_text());
     }
 
     #[test]

@@ -17,14 +17,24 @@ use foldhash::fast::RandomState;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// An immutable string whose clones share one allocation.
+///
+/// One pointer wide (`Arc<Box<str>>`, not the two words of `Arc<str>`): a large plan
+/// holds millions of these in its entries, resources and dependency lists, against
+/// one extra small allocation per distinct string.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Text(Arc<str>);
+pub struct Text(Arc<Box<str>>);
 
 impl Text {
     /// The text as `&str`.
     #[must_use]
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// Whether `other` is this very copy (a clone of it), not only equal text.
+    #[must_use]
+    pub fn shares(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
     }
 }
 
@@ -56,74 +66,74 @@ impl Borrow<str> for Text {
 
 impl From<&str> for Text {
     fn from(text: &str) -> Self {
-        Self(Arc::from(text))
+        Self(Arc::new(Box::from(text)))
     }
 }
 
 impl From<String> for Text {
     fn from(text: String) -> Self {
-        Self(Arc::from(text))
+        Self(Arc::new(text.into_boxed_str()))
     }
 }
 
 impl From<&String> for Text {
     fn from(text: &String) -> Self {
-        Self(Arc::from(text.as_str()))
+        Self::from(text.as_str())
     }
 }
 
 impl From<Text> for String {
     fn from(text: Text) -> Self {
-        text.0.as_ref().to_owned()
+        text.as_str().to_owned()
     }
 }
 
 impl PartialEq<str> for Text {
     fn eq(&self, other: &str) -> bool {
-        &*self.0 == other
+        self.as_str() == other
     }
 }
 
 impl PartialEq<&str> for Text {
     fn eq(&self, other: &&str) -> bool {
-        &*self.0 == *other
+        self.as_str() == *other
     }
 }
 
 impl PartialEq<String> for Text {
     fn eq(&self, other: &String) -> bool {
-        *self.0 == **other
+        self.as_str() == other.as_str()
     }
 }
 
 impl PartialEq<Text> for &str {
     fn eq(&self, other: &Text) -> bool {
-        *self == &*other.0
+        *self == other.as_str()
     }
 }
 
 impl PartialEq<Text> for String {
     fn eq(&self, other: &Text) -> bool {
-        **self == *other.0
+        self.as_str() == other.as_str()
     }
 }
 
 impl fmt::Debug for Text {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, formatter)
+        fmt::Debug::fmt(self.as_str(), formatter)
     }
 }
 
 impl fmt::Display for Text {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         // `pad`, so width and alignment in format strings apply as they do to `str`.
-        formatter.pad(&self.0)
+        formatter.pad(self.as_str())
     }
 }
 
 impl Serialize for Text {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&self.0)
+        serializer.serialize_str(self.as_str())
     }
 }
 
@@ -172,6 +182,12 @@ mod tests {
         let second = interner.take("sha256:ab mode:644".to_owned());
         assert!(Arc::ptr_eq(&first.0, &second.0));
         assert_ne!(interner.get("other"), first);
+    }
+
+    #[test]
+    fn is_one_pointer_wide() {
+        assert_eq!(std::mem::size_of::<Text>(), std::mem::size_of::<usize>());
+        assert_eq!(std::mem::size_of::<Option<Text>>(), std::mem::size_of::<usize>());
     }
 
     #[test]

@@ -55,6 +55,24 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         Some(dir) => Renderer::with_overrides(dir)?,
         None => Renderer::embedded()?,
     };
+    let state = if args.offline {
+        let cluster = &inputs.blueprint.blueprint.cluster.name;
+        Some(match live::state_path(args.state.as_ref(), &inputs) {
+            Some(path) => State::load(&path, cluster)?,
+            None => State::empty(cluster),
+        })
+    } else {
+        None
+    };
+    // Offline, a file's diff needs its new text only against a recorded one, and only
+    // `--out DIR` writes the texts: with nothing recorded and no tree to write, each
+    // per-target text is rendered for its hash alone.
+    let writes_files = args.out.as_ref().is_some_and(|out| out.extension().is_none_or(|e| e != "json"));
+    let renderer = if !writes_files && state.as_ref().is_some_and(|state| state.resources.is_empty()) {
+        renderer.without_texts()
+    } else {
+        renderer
+    };
     let compiled = match compile(&inputs.blueprint, inputs.inventory.as_ref(), &renderer) {
         Ok(compiled) => compiled,
         Err(diagnostics) => {
@@ -73,12 +91,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             return Ok(Status::Error);
         }
         plan
-    } else if args.offline {
-        let state = match live::state_path(args.state.as_ref(), &inputs) {
-            Some(path) => State::load(&path, &compiled.model.name)?,
-            None => State::empty(&compiled.model.name),
-        };
-        plan::diff(&compiled.graph, &state, plan_inputs)
+    } else if let Some(state) = &state {
+        plan::diff(&compiled.graph, state, plan_inputs)
     } else {
         let inventory = live::require_inventory(&inputs)?;
         let pool = live::pool(inventory, &args.ssh)?;

@@ -116,17 +116,23 @@ pub fn render(
         };
         let end = out.len();
         out.reserve((end - start) * (real.len() - 1));
+        let block = Block::new(&out[start..end]);
         for (position, &name) in real.iter().enumerate() {
             with_stack.insert(name);
-            if position > 0 {
+            let ids: Vec<ResourceId> = if position == 0 {
+                out[start..end].iter().map(|resource| resource.id.clone()).collect()
+            } else {
                 let target = Target::node(name);
+                let ids = renamed_ids(&out[start..end], &first.name, name);
                 for index in start..end {
-                    let copy = retarget(&out[index], &target);
+                    let copy = retarget(&out[index], &target, &|id| block.rename(id, &ids, &first.name, name));
                     out.push(copy);
                 }
-            }
+                ids
+            };
             if let Some((conf, build)) = &pyxis {
-                plugstacks.insert(name.to_owned(), (rename(conf, &first.name, name), rename(build, &first.name, name)));
+                let shared = |id| block.rename(id, &ids, &first.name, name);
+                plugstacks.insert(name.to_owned(), (shared(conf), shared(build)));
             }
         }
     }
@@ -158,9 +164,35 @@ impl SlurmdPlugstacks {
     }
 }
 
+/// The resources of a group's first node, which every other node's copy follows.
+struct Block {
+    /// Each resource's position in the block, by id.
+    positions: HashMap<ResourceId, usize>,
+}
+
+impl Block {
+    fn new(prototypes: &[Resource]) -> Self {
+        Self { positions: prototypes.iter().enumerate().map(|(index, r)| (r.id.clone(), index)).collect() }
+    }
+
+    /// `id` on target `to`: for a resource of the block, the copy's own id in `ids`
+    /// (one allocation per id, however many resources depend on it).
+    fn rename(&self, id: &ResourceId, ids: &[ResourceId], from: &str, to: &str) -> ResourceId {
+        match self.positions.get(id).and_then(|&index| ids.get(index)) {
+            Some(shared) => shared.clone(),
+            None => rename(id, from, to),
+        }
+    }
+}
+
+/// The ids of `prototypes` on target `to`.
+fn renamed_ids(prototypes: &[Resource], from: &str, to: &str) -> Vec<ResourceId> {
+    prototypes.iter().map(|resource| rename(&resource.id, from, to)).collect()
+}
+
 /// A copy of `prototype` on `target`: its id and every id it refers to on the
-/// prototype's own target renamed (ids on other targets stay).
-fn retarget(prototype: &Resource, target: &Target) -> Resource {
+/// prototype's own target renamed by `renamed` (ids on other targets stay).
+fn retarget(prototype: &Resource, target: &Target, renamed: &dyn Fn(&ResourceId) -> ResourceId) -> Resource {
     let from = prototype.target.name.as_str();
     // Shared unless it names ids on the prototype's target (a service's watches).
     let mut desired = std::sync::Arc::clone(&prototype.desired);
@@ -169,14 +201,14 @@ fn retarget(prototype: &Resource, target: &Target) -> Resource {
         && let Desired::Service { watches, .. } = std::sync::Arc::make_mut(&mut desired)
     {
         for id in watches.iter_mut() {
-            *id = rename(id, from, &target.name);
+            *id = renamed(id);
         }
     }
     Resource {
-        id: rename(&prototype.id, from, &target.name),
+        id: renamed(&prototype.id),
         target: target.clone(),
         desired,
-        depends_on: prototype.depends_on.iter().map(|id| rename(id, from, &target.name)).collect(),
+        depends_on: prototype.depends_on.iter().map(renamed).collect(),
         disruption: prototype.disruption,
     }
 }
@@ -621,13 +653,21 @@ mod tests {
         if let Desired::Service { watches, .. } = std::sync::Arc::make_mut(&mut prototype.desired) {
             watches.push(ResourceId::new("gpu001", "file", "/etc/dcgm.conf"));
         }
-        let copy = retarget(&prototype, &Target::node("gpu0012"));
+        let copy = retarget(&prototype, &Target::node("gpu0012"), &|id| rename(id, "gpu001", "gpu0012"));
         assert_eq!(copy.id.as_str(), "gpu0012:service:nvidia-dcgm");
         assert_eq!(copy.target.name, "gpu0012");
         let after: Vec<&str> = copy.depends_on.iter().map(ResourceId::as_str).collect();
         assert_eq!(after, ["gpu0012:package:dcgm", "ctl01:package:slurmctld"]);
         let Desired::Service { watches, .. } = &*copy.desired else { panic!("a service") };
         assert_eq!(watches, &[ResourceId::new("gpu0012", "file", "/etc/dcgm.conf")]);
+        // Within a node's copy, each of its resources' ids is one allocation.
+        let prototypes = [package(&Target::node("gpu001"), "dcgm"), prototype];
+        let block = Block::new(&prototypes);
+        let ids = renamed_ids(&prototypes, "gpu001", "gpu0012");
+        let copy =
+            retarget(&prototypes[1], &Target::node("gpu0012"), &|id| block.rename(id, &ids, "gpu001", "gpu0012"));
+        assert!(copy.depends_on[0].0.shares(&ids[0].0));
+        assert_eq!(copy.id, ids[1]);
         // A target whose name extends another's is not the same target.
         let other = ResourceId::new("gpu0010", "package", "curl");
         assert_eq!(rename(&other, "gpu001", "gpu002"), other);

@@ -270,10 +270,10 @@ impl<'a> RailRenderer<'a> {
                 table: network::rail_table(rail.rail),
             })
             .collect();
-        let netplan = Content::new(self.renderer.render(
+        let netplan = self.renderer.render_content(
             "host/netplan-rails.yaml.j2",
             NetplanContext { hostname: &node.name, infiniband: self.infiniband, rails },
-        )?);
+        )?;
         let mut resources = Vec::with_capacity(10);
         let links = match macs {
             Some(macs) => node

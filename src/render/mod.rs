@@ -31,7 +31,7 @@ use thiserror::Error;
 
 use crate::inventory::Inventory;
 use crate::model::Model;
-use crate::resource::{Resource, SharedDesired};
+use crate::resource::{Content, Resource, SharedDesired};
 
 /// A template that could not be loaded or rendered.
 #[derive(Debug, Error)]
@@ -91,6 +91,8 @@ impl RenderError {
 /// The template engine with every template loaded.
 pub struct Renderer {
     env: Environment<'static>,
+    /// Whether per-target file texts are kept after hashing ([`Renderer::without_texts`]).
+    keep_texts: bool,
 }
 
 impl Renderer {
@@ -104,7 +106,7 @@ impl Renderer {
             env.add_template(name, text)
                 .map_err(|source| RenderError::Template { template: (*name).to_owned(), source })?;
         }
-        Ok(Self { env })
+        Ok(Self { env, keep_texts: true })
     }
 
     /// The embedded templates, with any file of the same name under `dir` taking precedence.
@@ -124,7 +126,27 @@ impl Renderer {
             env.add_template_owned(*name, text)
                 .map_err(|source| RenderError::Template { template: (*name).to_owned(), source })?;
         }
-        Ok(Self { env })
+        Ok(Self { env, keep_texts: true })
+    }
+
+    /// This renderer, hashing the texts rendered per target (each switch's FRR or NVUE
+    /// configuration, each node's rail netplan) without keeping them: for a plan that
+    /// neither shows their diffs nor writes them out. At 4,096 nodes they are a quarter
+    /// of the plan's memory.
+    #[must_use]
+    pub fn without_texts(mut self) -> Self {
+        self.keep_texts = false;
+        self
+    }
+
+    /// Renders template `name` with `context` as the content of a per-target file:
+    /// its text kept, or only its hash under [`Renderer::without_texts`].
+    ///
+    /// # Errors
+    /// [`RenderError::Template`] naming the template.
+    pub fn render_content(&self, name: &str, context: impl Serialize) -> Result<Content, RenderError> {
+        let text = self.render(name, context)?;
+        Ok(if self.keep_texts { Content::new(text) } else { Content::hash_only(&text) })
     }
 
     /// Renders template `name` with `context`.
@@ -227,4 +249,34 @@ pub fn embedded() -> impl Iterator<Item = &'static (&'static str, &'static str)>
         .chain(monitoring::TEMPLATES)
         .chain(health::TEMPLATES)
         .chain(kubeadm::TEMPLATES)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::Desired;
+
+    #[test]
+    fn a_render_without_texts_fingerprints_as_one_with_them() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("blueprints").join("h200-roce-64.yaml");
+        let text = std::fs::read_to_string(&path).expect("example blueprint");
+        let loaded = crate::blueprint::load::load_text(&path, text).expect("loads");
+        let model = crate::model::expand(&loaded.blueprint).expect("expands");
+        let secrets = slurm::Secrets::default();
+        let renderer = || Renderer::embedded().expect("templates");
+        let with = render(&model, None, &secrets, &renderer()).expect("renders");
+        let without = render(&model, None, &secrets, &renderer().without_texts()).expect("renders");
+        let fingerprints = |resources: &[Resource]| {
+            resources.iter().map(|resource| (resource.id.clone(), resource.desired.fingerprint())).collect::<Vec<_>>()
+        };
+        assert_eq!(fingerprints(&with), fingerprints(&without));
+        let hashed = |resources: &[Resource]| {
+            resources
+                .iter()
+                .filter(|resource| matches!(&*resource.desired, Desired::File { content, .. } if !content.has_text()))
+                .count()
+        };
+        assert_eq!(hashed(&with), 0);
+        assert!(hashed(&without) > 0, "the switches' FRR and the nodes' netplan are hashed only");
+    }
 }

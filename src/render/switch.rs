@@ -365,7 +365,7 @@ fn render_frr(
     out: &mut Vec<Resource>,
 ) -> Result<(), RenderError> {
     let target = Target::switch(view.hostname);
-    let config = Content::new(renderer.render("frr/frr.conf.j2", view)?);
+    let config = renderer.render_content("frr/frr.conf.j2", view)?;
     let frr = package(&target, "frr");
     // frr-reload.py, which `systemctl reload frr` runs, ships in frr-pythontools.
     let tools = package(&target, "frr-pythontools");
@@ -535,7 +535,7 @@ fn render_nvue(
         host_address: view.host_interface.as_ref().map(|host| host.address.as_str()),
         roce: model.fabric.roce.map(roce_view),
     };
-    let content = Content::new(renderer.render("nvue/startup.yaml.j2", &nvue)?);
+    let content = renderer.render_content("nvue/startup.yaml.j2", &nvue)?;
     let directory = Resource::new(
         target.clone(),
         "/etc/toolkit",
