@@ -286,14 +286,21 @@ fn eventually(what: &str, mut done: impl FnMut() -> bool) {
     panic!("still not true after 10 s: {what}");
 }
 
+/// A first push with connections kept 30 s; the sshd session pid that outlives it on
+/// each of the two hosts.
+fn push_keeping(hosts: &Hosts, workspace: &Workspace) -> Vec<Vec<String>> {
+    let first = workspace.push(&["--yes", "--ssh-persist", "30"]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+    let kept: Vec<Vec<String>> = (1..=2).map(|k| sessions(hosts, k)).collect();
+    assert!(kept.iter().all(|pids| pids.len() == 1), "one connection per host outlives the run: {kept:?}");
+    kept
+}
+
 #[test]
 fn kept_connections_serve_the_next_run_and_a_killed_one_is_made_again() {
     let Some(hosts) = Hosts::up(116, 2) else { return };
     let workspace = Workspace::new(&hosts, 2, FILES);
-    let first = workspace.push(&["--yes", "--ssh-persist", "30"]);
-    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
-    let kept: Vec<Vec<String>> = (1..=2).map(|k| sessions(&hosts, k)).collect();
-    assert!(kept.iter().all(|pids| pids.len() == 1), "one connection per host outlives the run: {kept:?}");
+    let kept = push_keeping(&hosts, &workspace);
     assert_eq!(workspace.keepers().len(), 1, "one background process");
     let socket = workspace.socket().expect("the keeper's socket");
     assert!(socket.file_name().expect("name").to_string_lossy().starts_with("ssh-"), "{}", socket.display());
@@ -347,10 +354,7 @@ fn within_keepalive(what: &str, mut command: Command) -> Output {
 fn a_kept_connection_that_stopped_answering_or_whose_host_restarted_stalls_no_run() {
     let Some(hosts) = Hosts::up(118, 2) else { return };
     let workspace = Workspace::new(&hosts, 2, FILES);
-    let first = workspace.push(&["--yes", "--ssh-persist", "30"]);
-    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
-    let kept: Vec<Vec<String>> = (1..=2).map(|k| sessions(&hosts, k)).collect();
-    assert!(kept.iter().all(|pids| pids.len() == 1), "{kept:?}");
+    let kept = push_keeping(&hosts, &workspace);
 
     // host1's end of the kept connection freezes: TCP stays up, nothing answers (a
     // host cut off or powered off, a removed container, as the keeper sees it).
