@@ -334,6 +334,49 @@ fn kept_connections_serve_the_next_run_and_a_killed_one_is_made_again() {
     assert!(workspace.socket().is_none());
 }
 
+/// The lab's layout: the inventory names its key and known_hosts relative to the
+/// directory the run starts in.
+fn with_relative_paths(hosts: &Hosts, workspace: &Workspace) {
+    for name in ["id_ed25519", "known_hosts"] {
+        std::fs::copy(hosts.base.join(name), workspace.path(name)).expect("copy");
+    }
+    let inventory = std::fs::read_to_string(workspace.path("inventory.yaml")).expect("inventory");
+    let relative = inventory
+        .replace(&hosts.base.join("id_ed25519").display().to_string(), "id_ed25519")
+        .replace(&hosts.base.join("known_hosts").display().to_string(), "known_hosts");
+    std::fs::write(workspace.path("inventory.yaml"), relative).expect("write");
+}
+
+#[test]
+fn a_keeper_started_elsewhere_reads_a_runs_relative_paths_in_that_runs_directory() {
+    let (Some(first_hosts), Some(second_hosts)) = (Hosts::up(119, 1), Hosts::up(129, 1)) else { return };
+    let first = Workspace::new(&first_hosts, 1, FILES);
+    let second = Workspace::new(&second_hosts, 1, FILES);
+    with_relative_paths(&first_hosts, &first);
+    with_relative_paths(&second_hosts, &second);
+    // Both runs share the first one's keeper, as two checkouts of one user share
+    // theirs; each starts in its own directory, where its relative paths point.
+    let run = |workspace: &Workspace| {
+        let mut command = workspace.command(&["--yes", "--ssh-persist", "30"]);
+        command.current_dir(workspace.path("")).env("XDG_RUNTIME_DIR", first.path(""));
+        command.output().expect("runs toolkit push")
+    };
+    let kept = run(&first);
+    assert_eq!(kept.status.code(), Some(0), "{}", text(&kept));
+    assert_eq!(first.keepers().len(), 1, "the first run left a keeper");
+    let other = run(&second);
+    assert_eq!(
+        other.status.code(),
+        Some(0),
+        "the second run's hosts are checked against its own known_hosts: {}",
+        text(&other)
+    );
+    assert_eq!(first.keepers().len(), 1, "one keeper served both runs");
+    assert_eq!(sessions(&second_hosts, 1).len(), 1, "and keeps the second run's connection");
+    assert!(first.disconnect().status.success());
+    eventually("the keeper exited", || first.keepers().is_empty());
+}
+
 /// `command`'s output, or a panic naming `what` when it has not ended after 40 s: a
 /// watchdog (below the 45 s that three unanswered 15 s keepalives take to declare a
 /// connection dead), not a measurement.

@@ -138,7 +138,7 @@ impl Client {
     /// background process can be reached (the caller then connects itself).
     pub async fn connect(&self, target: &SshTarget) -> Result<(), TransportError> {
         let mut stream = self.stream().await?;
-        let request = Request::Connect { target: target.clone(), options: self.options.clone(), idle: self.idle() };
+        let request = Request::Connect { target: in_keeper(target), options: self.options.clone(), idle: self.idle() };
         wire::send(&mut stream, &request).await.map_err(|error| self.lost(&target.host, &error))?;
         match wire::receive(&mut stream).await.map_err(|error| self.lost(&target.host, &error))? {
             Reply::Connected => Ok(()),
@@ -163,7 +163,7 @@ impl Client {
         })?;
         let (mut reader, mut writer) = stream.into_split();
         let request =
-            Request::Exec { target: target.clone(), options: self.options.clone(), idle: self.idle(), command };
+            Request::Exec { target: in_keeper(target), options: self.options.clone(), idle: self.idle(), command };
         let send = async {
             wire::send(&mut writer, &request).await?;
             for part in input {
@@ -193,7 +193,7 @@ impl Client {
     /// that reboots); the next [`Client::connect`] dials it again.
     pub fn forget(&self, target: &SshTarget) {
         let socket = self.persist.socket.clone();
-        let request = Request::Forget { target: target.clone() };
+        let request = Request::Forget { target: in_keeper(target) };
         // Best effort and without waiting: a process that is gone holds nothing.
         tokio::spawn(async move {
             if let Ok(mut stream) = UnixStream::connect(&socket).await {
@@ -251,6 +251,9 @@ impl Client {
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
+            // Holds no run's directory (a test's temporary one, a checkout) busy, and
+            // resolves no relative path against it: every path it gets is absolute.
+            .current_dir("/")
             .process_group(0)
             .spawn()
             .map(drop)
@@ -268,6 +271,20 @@ impl Client {
             host: Some(host.to_owned()),
             message: format!("unexpected answer from the connection keeper: {reply:?}"),
         }
+    }
+}
+
+/// `target` as the keeper must see it: its key and known_hosts files as absolute
+/// paths. A relative path means a file in the run's working directory, and the
+/// keeper, started by an earlier run, lives in another one: it would check a second
+/// run's hosts against the first run's known_hosts (and offer its key).
+fn in_keeper(target: &SshTarget) -> SshTarget {
+    let absolute = |path: &Path| std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    SshTarget {
+        identity_file: target.identity_file.as_deref().map(absolute),
+        known_hosts: absolute(&target.known_hosts),
+        proxy_jump: target.proxy_jump.as_deref().map(|bastion| Box::new(in_keeper(bastion))),
+        ..target.clone()
     }
 }
 
