@@ -30,7 +30,7 @@ pub struct SshArgs {
     pub connect_timeout: u64,
     /// Seconds a background process keeps the SSH connections open after the run
     /// for the next one to reuse (0: close them when the run ends; 60 is Ansible's
-    /// ControlPersist). Default: the inventory's `ssh.persist`, else 0.
+    /// ControlPersist). Default: the inventory's `ssh.persist`, else 60.
     #[arg(long, env = "TOOLKIT_SSH_PERSIST", value_name = "SECONDS")]
     pub ssh_persist: Option<u64>,
 }

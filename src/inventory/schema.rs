@@ -55,8 +55,8 @@ pub struct Inventory {
 #[serde(deny_unknown_fields)]
 pub struct SshSettings {
     /// Seconds a background process keeps the connections open after a run for
-    /// the next run to reuse; 0 (the default) closes them when the run ends; 60 is
-    /// Ansible's ControlPersist. `--ssh-persist` overrides it.
+    /// the next run to reuse; 60 (the default) is Ansible's ControlPersist; 0
+    /// closes them when the run ends. `--ssh-persist` overrides it.
     #[serde(default)]
     pub persist: Option<u64>,
 }

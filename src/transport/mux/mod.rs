@@ -35,11 +35,12 @@ pub use super::ssh::Persist;
 use super::ssh::{CommandLine, SshOptions, SshTarget};
 use super::{Output, TransportError};
 
-/// Off unless asked for: a background process holding authenticated root sessions to
-/// production hosts is something an operator turns on knowingly (`ssh.persist: 60`
-/// is Ansible's ControlPersist), and until it has run through the lab's container
-/// removals and reboots it is not the default.
-pub const DEFAULT_IDLE: Duration = Duration::ZERO;
+/// 60 s, Ansible's ControlPersist: long enough for plan-then-deploy or
+/// deploy-then-validate, short enough that authenticated sessions do not outlive the
+/// work. A kept connection whose host went away costs a run at most a few seconds
+/// (see `server`), so keeping them is safe as the default; `--ssh-persist 0` turns
+/// it off.
+pub const DEFAULT_IDLE: Duration = Duration::from_mins(1);
 
 /// `$XDG_RUNTIME_DIR/toolkit/ssh-BUILD.sock`, else `/tmp/toolkit-UID/ssh-BUILD.sock`,
 /// where BUILD names the `toolkit` executable `program` (its path, size and time):
