@@ -209,8 +209,14 @@ impl State {
             Err(source) => return Err(io(source)),
         };
         let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
-        let (mut head, mut rest) = (String::new(), String::new());
+        let mut head = String::new();
         reader.read_line(&mut head).map_err(io)?;
+        if file::is_v2(&head) {
+            // The texts stay in the file until a diff asks for one.
+            let offset = head.len() as u64;
+            return file::read_v2(path, &head, Contents::unread_in(reader.into_inner(), offset, path, 2));
+        }
+        let mut rest = String::new();
         reader.read_to_string(&mut rest).map_err(io)?;
         file::read(path, head, rest)
     }
@@ -566,6 +572,25 @@ mod tests {
         std::fs::write(&path, format!("{}\n{}\n{}\n", lines[0], &lines[1][..10], lines[2])).expect("writes");
         let loaded = State::load(&path, "lab").expect("the records load");
         assert_eq!(loaded.resources, state.resources);
+        assert_eq!(loaded.contents.len(), 1);
+    }
+
+    #[test]
+    fn unread_texts_are_those_of_the_file_loaded_even_after_a_save_replaced_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.json");
+        let mut state = State::empty("lab");
+        state.record(&file("/etc/a", "old text\n", false));
+        state.save(&path).expect("saves");
+        let loaded = State::load(&path, "lab").expect("loads");
+        let hash = loaded.resources["node01:file:/etc/a"].content_sha256().expect("hash").to_owned();
+
+        // A deploy saves the next state over it before a diff reads the old text.
+        let mut next = State::empty("lab");
+        next.record(&file("/etc/a", "new text\n", false));
+        next.save(&path).expect("saves");
+        assert!(loaded.contents.is_unread());
+        assert_eq!(loaded.contents.get(&hash), Some("old text\n"));
         assert_eq!(loaded.contents.len(), 1);
     }
 

@@ -4,11 +4,15 @@
 //! Stage: plan (data). Input: the lines of a state file after its records, one text
 //! each (`["<sha256>","<text>"]`), or texts recorded by a deploy. Output: texts by
 //! hash. A deploy with nothing to change compares fingerprints only, so the texts —
-//! most of a large cluster's state file — stay an unparsed string.
+//! most of a large cluster's state file — stay in the file, unread: the open file
+//! is kept, not its bytes (at 64 hosts of the fan-out bench they were half of a
+//! rerun's peak memory).
 
 use std::collections::BTreeMap;
+use std::io::BufRead as _;
+use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::resource::Content;
 
@@ -46,11 +50,22 @@ pub struct Contents {
 
 #[derive(Debug, Clone)]
 struct Unread {
-    lines: String,
+    lines: Lines,
     /// The state file, for the log.
     path: PathBuf,
     /// Line number of the first line in the file.
     first_line: usize,
+}
+
+/// Where the unread lines are.
+#[derive(Debug, Clone)]
+enum Lines {
+    /// In memory (a version-1 file, read whole to migrate it).
+    Text(String),
+    /// In the open state file from this byte on. The descriptor, not the path: a
+    /// deploy replaces the file by renaming a new one over it, and this one stays
+    /// readable as it was loaded.
+    File(Arc<std::fs::File>, u64),
 }
 
 impl Contents {
@@ -58,6 +73,17 @@ impl Contents {
     /// per line, the first being line `first_line`), parsed on first use.
     #[must_use]
     pub fn unread(lines: String, path: &Path, first_line: usize) -> Self {
+        Self::unread_from(Lines::Text(lines), path, first_line)
+    }
+
+    /// Texts kept in the open state file `file` (at `path`) from byte `offset` on,
+    /// where line `first_line` starts; read and parsed on first use.
+    #[must_use]
+    pub fn unread_in(file: std::fs::File, offset: u64, path: &Path, first_line: usize) -> Self {
+        Self::unread_from(Lines::File(Arc::new(file), offset), path, first_line)
+    }
+
+    fn unread_from(lines: Lines, path: &Path, first_line: usize) -> Self {
         Self { texts: OnceLock::new(), unread: Some(Unread { lines, path: path.to_owned(), first_line }) }
     }
 
@@ -143,13 +169,13 @@ impl PartialEq for Contents {
 
 impl Eq for Contents {}
 
-/// The texts of `lines`. Texts only make diffs: a line that cannot be read costs
-/// its diff, said once in the log, not the deploy.
+/// The texts of `unread`'s lines, a line at a time. Texts only make diffs: a line
+/// that cannot be read costs its diff, said once in the log, not the deploy.
 fn parse(unread: &Unread) -> BTreeMap<String, Kept> {
     let mut texts = BTreeMap::new();
-    for (number, line) in (unread.first_line..).zip(unread.lines.lines()) {
+    let mut parse_line = |number: usize, line: &str| {
         if line.is_empty() {
-            continue;
+            return;
         }
         match serde_json::from_str::<(String, String)>(line) {
             Ok((hash, text)) => {
@@ -160,6 +186,43 @@ fn parse(unread: &Unread) -> BTreeMap<String, Kept> {
                 unread.path.display()
             ),
         }
+    };
+    match &unread.lines {
+        Lines::Text(lines) => {
+            for (number, line) in (unread.first_line..).zip(lines.lines()) {
+                parse_line(number, line);
+            }
+        }
+        Lines::File(file, offset) => {
+            let reader = std::io::BufReader::with_capacity(1 << 16, At { file, offset: *offset });
+            for (number, line) in (unread.first_line..).zip(reader.lines()) {
+                match line {
+                    Ok(line) => parse_line(number, &line),
+                    Err(error) => {
+                        tracing::warn!(
+                            "state file `{}` line {number}: cannot read the kept file texts ({error}); their diffs are not shown",
+                            unread.path.display()
+                        );
+                        break;
+                    }
+                }
+            }
+        }
     }
     texts
+}
+
+/// Reads `file` from `offset` on without moving its cursor: clones of one
+/// [`Contents`] share the descriptor.
+struct At<'a> {
+    file: &'a std::fs::File,
+    offset: u64,
+}
+
+impl std::io::Read for At<'_> {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.file.read_at(buffer, self.offset)?;
+        self.offset += read as u64;
+        Ok(read)
+    }
 }

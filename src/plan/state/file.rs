@@ -74,9 +74,8 @@ pub(super) fn write(state: &State, out: &mut impl std::io::Write) -> std::io::Re
 /// [`StateError`] when the file is not a state file of a version this toolkit reads.
 pub(super) fn read(path: &Path, head: String, rest: String) -> Result<State, StateError> {
     let parse = |source| StateError::Parse { path: path.to_owned(), source };
-    if head.starts_with(V2_START) {
-        let head: HeadIn = serde_json::from_str(&head).map_err(parse)?;
-        return from_head(path, head, Contents::unread(rest, path, 2));
+    if is_v2(&head) {
+        return read_v2(path, &head, Contents::unread(rest, path, 2));
     }
     // Not written by this toolkit as version 2: version 1, or something else.
     let mut text = head;
@@ -101,6 +100,22 @@ pub(super) fn read(path: &Path, head: String, rest: String) -> Result<State, Sta
         }
         found => Err(StateError::Version { path: path.to_owned(), found }),
     }
+}
+
+/// Whether `head`, a state file's first line, starts a version-2 file written by
+/// this toolkit (its records on this one line, the texts after it).
+pub(super) fn is_v2(head: &str) -> bool {
+    head.starts_with(V2_START)
+}
+
+/// The state of a version-2 file whose first line is `head`, its texts `contents`.
+///
+/// # Errors
+/// [`StateError`] when the line is not a state's records.
+pub(super) fn read_v2(path: &Path, head: &str, contents: Contents) -> Result<State, StateError> {
+    let head: HeadIn =
+        serde_json::from_str(head).map_err(|source| StateError::Parse { path: path.to_owned(), source })?;
+    from_head(path, head, contents)
 }
 
 #[derive(Deserialize)]
