@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::apply::{self, ApplyOptions, ApplyReport, Outcome};
 use crate::graph::ResourceGraph;
+use crate::plan::described::Described;
 use crate::plan::diff::PlanInputs;
 use crate::plan::removal::{Removal, Undo};
 use crate::plan::state::State;
@@ -44,6 +45,8 @@ pub struct LivePlan {
     pub plan: Plan,
     /// Hosts that could not be read (their resources plan as creates).
     pub unreachable: std::collections::BTreeMap<String, String>,
+    /// Every resource's fingerprint, name and kind, for the state recorder.
+    pub described: Described,
 }
 
 /// Observes every target and diffs. `api` is what the BMCs and the cloud report
@@ -62,8 +65,10 @@ pub async fn live_plan<C: Connector>(
 ) -> LivePlan {
     let api_changes = api::changes(graph, api_observation);
     let pending = api::pending_hosts(&api_changes);
-    let observation = observe(graph, connector, &inputs.cluster, parallel, &pending).await;
-    let mut plan = plan::diff(graph, &observation.state, inputs);
+    let described = Described::of(graph);
+    let observation = observe(graph, &described, connector, parallel, &pending).await;
+    let mut plan = plan::diff::diff_observed(graph, &described, &observation.records, &observation.contents, inputs);
+    drop(observation.records);
     plan.baseline = Baseline::Observed;
     let mut by_id: BTreeMap<Text, Change> = api_changes.into_iter().map(|change| (change.id.clone(), change)).collect();
     for change in &mut plan.changes {
@@ -77,17 +82,23 @@ pub async fn live_plan<C: Connector>(
     }
     // What is left are removals (instances no longer in the blueprint).
     plan.changes.extend(by_id.into_values());
-    // API objects are the API stage's: it plans their removal from what the API reports.
-    let desired: HashSet<&str, foldhash::fast::RandomState> =
-        graph.resources.iter().map(|resource| resource.id.as_str()).collect();
-    plan.changes.extend(plan::removal::changes(recorded, &desired, false));
+    // API objects are the API stage's: it plans their removal from what the API
+    // reports. Only records of no desired resource (ids are unique in a graph) are
+    // removals: when every record is of one, as on most runs, no set of ids is built.
+    let recorded_desired =
+        graph.resources.iter().filter(|resource| recorded.resources.contains_key(resource.id.as_str())).count();
+    if recorded_desired < recorded.resources.len() {
+        let desired: HashSet<&str, foldhash::fast::RandomState> =
+            graph.resources.iter().map(|resource| resource.id.as_str()).collect();
+        plan.changes.extend(plan::removal::changes(recorded, &desired, false));
+    }
     plan.summary = plan::Summary::of(&plan.changes);
     plan.warnings = api::firmware_warnings(firmware, api_observation, &plan.changes);
     let mut unreachable = observation.unreachable;
     for (target, reason) in &api_observation.unreachable {
         unreachable.insert(format!("{target} (API)"), reason.clone());
     }
-    LivePlan { plan, unreachable }
+    LivePlan { plan, unreachable, described }
 }
 
 /// Indexes of the resources a plan changes (creates and updates, including
@@ -186,7 +197,7 @@ pub async fn apply<C: Connector>(
 /// place); a removal that failed or did not run stays recorded, so a rerun retries.
 #[must_use]
 pub fn record(state: State, graph: &ResourceGraph, plan: &Plan, report: &ApplyReport) -> State {
-    record_changed(state, graph, plan, report).0
+    record_changed(state, graph, &Described::of(graph), plan, report).0
 }
 
 /// As [`record`], and whether any record changed: a deploy with nothing to do
@@ -194,7 +205,13 @@ pub fn record(state: State, graph: &ResourceGraph, plan: &Plan, report: &ApplyRe
 /// state when a refresh finds nothing new), which at thousands of nodes saves
 /// writing a file of a hundred megabytes.
 #[must_use]
-pub fn record_changed(mut state: State, graph: &ResourceGraph, plan: &Plan, report: &ApplyReport) -> (State, bool) {
+pub fn record_changed(
+    mut state: State,
+    graph: &ResourceGraph,
+    described: &Described,
+    plan: &Plan,
+    report: &ApplyReport,
+) -> (State, bool) {
     let mut changed = false;
     let applied: HashSet<usize> = changed_indexes(graph, plan);
     let removals = removals(graph, plan, &state);
@@ -205,16 +222,6 @@ pub fn record_changed(mut state: State, graph: &ResourceGraph, plan: &Plan, repo
             *slot = Some(&outcome.outcome);
         }
     }
-    // The plan made each resource's fingerprint, in apply order (its changes start
-    // with one per resource of the graph): taken from there. API objects' changes are
-    // the API stage's, so theirs, and any the plan does not have, are made here, once
-    // per Desired (the nodes of a group share theirs).
-    let planned = |rank: usize, resource: &crate::resource::Resource| -> Option<&Text> {
-        let change = plan.changes.get(rank)?;
-        let same = change.id.as_str() == resource.id.as_str() && !matches!(*resource.desired, Desired::Api(_));
-        change.after.as_ref().filter(|_| same)
-    };
-    let mut fingerprints: HashMap<usize, Text, foldhash::fast::RandomState> = HashMap::default();
     for (rank, &index) in graph.order.iter().enumerate() {
         let resource = &graph.resources[index];
         let done = if applied.contains(&index) {
@@ -223,14 +230,8 @@ pub fn record_changed(mut state: State, graph: &ResourceGraph, plan: &Plan, repo
             true
         };
         if done {
-            let fingerprint = match planned(rank, resource) {
-                Some(fingerprint) => fingerprint,
-                None => fingerprints
-                    .entry(std::sync::Arc::as_ptr(&resource.desired) as usize)
-                    .or_insert_with(|| resource.desired.fingerprint().into()),
-            };
             // 0 is "order unknown" (records from before orders were kept).
-            changed |= state.record_fingerprinted(resource, fingerprint, rank as u64 + 1);
+            changed |= state.record_fingerprinted(resource, &described.get(index).fingerprint, rank as u64 + 1);
         }
     }
     let removal_outcomes: HashMap<&str, &Outcome> = report

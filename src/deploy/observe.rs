@@ -3,21 +3,20 @@
 //!
 //! Stage: observe. Input: the resource graph (its SSH resources: API objects are
 //! read by [`super::api`]) and a connector. Output:
-//! [`Observation`]: fingerprints in the format of [`Desired::fingerprint`], the old
-//! text of changed non-secret files (for diffs), and the hosts that could not be read.
+//! [`Observation`]: records by graph index, fingerprints in the format of
+//! [`Desired::fingerprint`], the old text of changed non-secret files (for diffs),
+//! and the hosts that could not be read.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
 
-use foldhash::fast::RandomState;
 use futures::StreamExt as _;
 
 use crate::facts::command::{self, CommandFact, Probe};
 use crate::facts::{self, HostFacts, file::FileState, package::PackageState, service};
 use crate::graph::ResourceGraph;
-use crate::plan::state::{Recorded, State};
+use crate::plan::described::Described;
+use crate::plan::state::{Contents, Recorded};
 use crate::resource::{Desired, Resource};
-use crate::text::{Interner, Text};
 use crate::transport::{Connector, Executor};
 
 /// Largest file whose old text is fetched for a diff.
@@ -26,48 +25,57 @@ const DIFF_LIMIT: usize = 256 * 1024;
 /// What the targets look like now.
 #[derive(Debug, Default)]
 pub struct Observation {
-    /// Observed resources, keyed by id, as a state (no entry = absent).
-    pub state: State,
+    /// Observed records by graph index, in the format of the state file's (`None`:
+    /// absent, or not read): a vector, not a map by id, so a rerun that finds every
+    /// resource as desired builds no key and hashes no id for them.
+    pub records: Vec<Option<Recorded>>,
+    /// The old texts of changed non-secret files, by hash (for diffs).
+    pub contents: Contents,
     /// Hosts whose facts could not be read, with the reason.
     pub unreachable: BTreeMap<String, String>,
 }
 
-/// Reads every target's facts, `parallel` hosts at a time.
+/// Reads every target's facts, `parallel` hosts at a time; a resource found as
+/// desired gets the fingerprint `described` has for it.
 pub async fn observe<C: Connector>(
     graph: &ResourceGraph,
+    described: &Described,
     connector: &C,
-    cluster: &str,
     parallel: usize,
     skip: &std::collections::BTreeSet<String>,
 ) -> Observation {
-    let mut by_host: BTreeMap<&str, Vec<&Resource>> = BTreeMap::new();
+    let mut by_host: BTreeMap<&str, Host<'_>> = BTreeMap::new();
     // API objects are observed through their APIs; hosts not up yet are not read.
-    for resource in graph.resources.iter().filter(|r| !matches!(*r.desired, Desired::Api(_))) {
-        if !skip.contains(resource.target.name.as_str()) {
-            by_host.entry(resource.target.name.as_str()).or_default().push(resource);
+    for (index, resource) in graph.resources.iter().enumerate() {
+        if !matches!(*resource.desired, Desired::Api(_)) && !skip.contains(resource.target.name.as_str()) {
+            let host = by_host.entry(resource.target.name.as_str()).or_default();
+            host.indexes.push(index);
+            host.resources.push(resource);
         }
     }
-    let observed: usize = by_host.values().map(Vec::len).sum();
-    let shared = Mutex::new(SharedTexts::default());
-    let shared = &shared;
     let results: Vec<(String, Result<HostState, String>)> = futures::stream::iter(by_host)
-        .map(|(host, resources)| async move {
-            let result = match connector.connect(host).await {
-                Ok(executor) => observe_host(executor.as_ref(), &resources, shared).await,
+        .map(|(name, host)| async move {
+            let result = match connector.connect(name).await {
+                Ok(executor) => observe_host(executor.as_ref(), &host, described).await,
                 Err(error) => Err(error.to_string()),
             };
-            (host.to_owned(), result)
+            (name.to_owned(), result)
         })
         .buffer_unordered(parallel.max(1))
         .collect()
         .await;
-    let mut observation = Observation { state: State::empty(cluster), unreachable: BTreeMap::new() };
-    observation.state.resources.reserve(observed);
+    let mut observation = Observation {
+        records: vec![None; graph.resources.len()],
+        contents: Contents::default(),
+        unreachable: BTreeMap::new(),
+    };
     for (host, result) in results {
         match result {
             Ok(host_state) => {
-                observation.state.resources.extend(host_state.resources);
-                observation.state.contents.extend(host_state.contents);
+                for (index, record) in host_state.resources {
+                    observation.records[index] = Some(record);
+                }
+                observation.contents.extend(host_state.contents);
             }
             Err(reason) => {
                 observation.unreachable.insert(host, reason);
@@ -77,67 +85,51 @@ pub async fn observe<C: Connector>(
     observation
 }
 
-/// The texts every host's records repeat: kinds, and the fingerprint of each
-/// distinct [`Desired`] (the nodes of a group share theirs) for the resources found
-/// as desired — most of them on a rerun — so those are compared, not formatted.
-/// The host futures run on one task: the lock is never contended.
+/// One host's resources and their graph indexes, in step.
 #[derive(Default)]
-struct SharedTexts {
-    /// By the address of the shared [`Desired`] (stable while the graph is borrowed).
-    fingerprints: HashMap<usize, Text, RandomState>,
-    kinds: Interner,
-}
-
-impl SharedTexts {
-    fn fingerprint(&mut self, desired: &Arc<Desired>) -> Text {
-        self.fingerprints.entry(Arc::as_ptr(desired) as usize).or_insert_with(|| desired.fingerprint().into()).clone()
-    }
+struct Host<'g> {
+    indexes: Vec<usize>,
+    resources: Vec<&'g Resource>,
 }
 
 #[derive(Default)]
 struct HostState {
-    resources: Vec<(String, Recorded)>,
+    /// By graph index.
+    resources: Vec<(usize, Recorded)>,
     contents: BTreeMap<String, String>,
 }
 
-async fn observe_host<E: Executor>(
-    executor: &E,
-    resources: &[&Resource],
-    shared: &Mutex<SharedTexts>,
-) -> Result<HostState, String> {
-    let facts = facts::gather(executor, resources).await.map_err(|error| error.to_string())?;
+async fn observe_host<E: Executor>(executor: &E, host: &Host<'_>, described: &Described) -> Result<HostState, String> {
+    let facts = facts::gather(executor, &host.resources).await.map_err(|error| error.to_string())?;
     let mut state = HostState::default();
     // Changed files whose old text a diff needs: (path, old hash).
     let mut old_texts: Vec<(&str, String)> = Vec::new();
-    // Not held across an await: a plain lock.
-    {
-        let mut shared = shared.lock().expect("no task panics holding it");
-        for resource in resources {
-            let fingerprint = match observed(resource, &facts) {
-                Observed::Absent => continue,
-                Observed::AsDesired => shared.fingerprint(&resource.desired),
-                Observed::Other(fingerprint) => fingerprint.into(),
-            };
-            let secret = matches!(&*resource.desired, Desired::File { secret: true, .. });
-            if let (Desired::File { path, content, secret: false, .. }, Some(FileState::File { sha256: old, .. })) =
-                (&*resource.desired, facts_file(&resource.desired, &facts))
-                && old != content.sha256()
-                && !old_texts.iter().any(|(_, hash)| hash == old)
-            {
-                old_texts.push((path.as_str(), old.clone()));
-            }
-            state.resources.push((
-                resource.id.to_string(),
-                Recorded {
-                    kind: shared.kinds.get(resource.desired.kind()),
-                    fingerprint,
-                    secret,
-                    // Observed, not applied: undos come from the state file.
-                    undo: None,
-                    order: 0,
-                },
-            ));
+    for (&index, resource) in host.indexes.iter().zip(&host.resources) {
+        let description = described.get(index);
+        let fingerprint = match observed(resource, &facts) {
+            Observed::Absent => continue,
+            Observed::AsDesired => description.fingerprint.clone(),
+            Observed::Other(fingerprint) => fingerprint.into(),
+        };
+        let secret = matches!(&*resource.desired, Desired::File { secret: true, .. });
+        if let (Desired::File { path, content, secret: false, .. }, Some(FileState::File { sha256: old, .. })) =
+            (&*resource.desired, facts_file(&resource.desired, &facts))
+            && old != content.sha256()
+            && !old_texts.iter().any(|(_, hash)| hash == old)
+        {
+            old_texts.push((path.as_str(), old.clone()));
         }
+        state.resources.push((
+            index,
+            Recorded {
+                kind: description.kind.clone(),
+                fingerprint,
+                secret,
+                // Observed, not applied: undos come from the state file.
+                undo: None,
+                order: 0,
+            },
+        ));
     }
     for ((_, hash), text) in old_texts.iter().zip(read_old_texts(executor, &old_texts).await) {
         if let Some(text) = text {
@@ -308,14 +300,15 @@ mod tests {
         ];
         let graph = crate::graph::build(resources).expect("graph");
         let connector = FakeConnector::new(Script::new(local_sh));
-        let observation = observe(&graph, &connector, "lab", 4, &std::collections::BTreeSet::new()).await;
+        let described = Described::of(&graph);
+        let observation = observe(&graph, &described, &connector, 4, &std::collections::BTreeSet::new()).await;
         assert!(observation.unreachable.is_empty(), "{:?}", observation.unreachable);
         let calls = connector.script.calls();
         assert_eq!(calls.len(), 1, "one remote call for the host: {calls:?}");
         assert!(matches!(&calls[0], Call::Exec { argv, .. } if argv[3] == "toolkit-command-facts"));
 
-        let plan =
-            plan::diff(&graph, &observation.state, PlanInputs { cluster: "lab".to_owned(), ..PlanInputs::default() });
+        let inputs = PlanInputs { cluster: "lab".to_owned(), ..PlanInputs::default() };
+        let plan = plan::diff::diff_observed(&graph, &described, &observation.records, &observation.contents, inputs);
         let text = plan::render::text(&plan);
         assert_eq!(
             text,
@@ -364,9 +357,10 @@ mod tests {
         let resources = vec![file("a.conf", "A=1\n", "A=2\n"), file("b 'c'.conf", "B=1\n", "B=2\n")];
         let graph = crate::graph::build(resources).expect("graph");
         let connector = FakeConnector::new(Script::new(local_sh));
-        let observation = observe(&graph, &connector, "lab", 4, &std::collections::BTreeSet::new()).await;
+        let described = Described::of(&graph);
+        let observation = observe(&graph, &described, &connector, 4, &std::collections::BTreeSet::new()).await;
         assert!(observation.unreachable.is_empty(), "{:?}", observation.unreachable);
-        let mut texts: Vec<&str> = observation.state.contents.iter().map(|(_, text)| text).collect();
+        let mut texts: Vec<&str> = observation.contents.iter().map(|(_, text)| text).collect();
         texts.sort_unstable();
         assert_eq!(texts, ["A=1\n", "B=1\n"]);
         let calls = connector.script.calls();

@@ -19,6 +19,7 @@ use super::{LivePlan, api, live_plan, lock};
 use crate::apply::ApplyOptions;
 use crate::graph::ResourceGraph;
 use crate::inventory::Inventory;
+use crate::plan::described::Described;
 use crate::plan::diff::PlanInputs;
 use crate::plan::state::{State, StateError};
 use crate::plan::{self, Action, MaxUnavailable, Plan};
@@ -175,7 +176,7 @@ async fn locked_deploy<C: Connector, H: NodeHooks>(
         Some(path) => State::load(path, request.cluster)?,
         None => State::empty(request.cluster),
     };
-    let LivePlan { mut plan, unreachable } = live_plan(
+    let LivePlan { mut plan, unreachable, described } = live_plan(
         request.graph,
         &previous,
         request.connector,
@@ -200,14 +201,14 @@ async fn locked_deploy<C: Connector, H: NodeHooks>(
     if !plan.summary.has_changes() && !carry_on {
         review.review(&plan, &unreachable).map_err(DeployError::Review)?;
         let (refreshed, changed) =
-            super::record_changed(previous, request.graph, &plan, &crate::apply::ApplyReport::default());
+            super::record_changed(previous, request.graph, &described, &plan, &crate::apply::ApplyReport::default());
         write_state(request.state_path.filter(|_| changed), refreshed)?;
         return Ok(Outcome::NothingToDo(plan));
     }
     if !review.review(&plan, &unreachable).map_err(DeployError::Review)? {
         return Ok(Outcome::Declined(plan));
     }
-    let report = apply(request, &plan, previous, controller).await?;
+    let report = apply(request, &plan, &described, previous, controller).await?;
     Ok(Outcome::Applied { plan, report })
 }
 
@@ -215,6 +216,7 @@ async fn locked_deploy<C: Connector, H: NodeHooks>(
 async fn apply<C: Connector, H: NodeHooks>(
     request: &Request<'_, C, H>,
     plan: &Plan,
+    described: &Described,
     previous: State,
     controller: Option<&C::Executor>,
 ) -> Result<RolloutReport, DeployError> {
@@ -239,7 +241,7 @@ async fn apply<C: Connector, H: NodeHooks>(
     }
     let report = super::apply(request.graph, plan, &previous, request.connector, &request.apply).await;
     // A run whose changes were commands that always run (no guard) records nothing new.
-    let (state, changed) = super::record_changed(previous, request.graph, plan, &report);
+    let (state, changed) = super::record_changed(previous, request.graph, described, plan, &report);
     write_state(state_path.filter(|_| changed), state)?;
     let report = RolloutReport { apply: report, ..RolloutReport::default() };
     Ok(report)
@@ -249,7 +251,21 @@ fn write_state(path: Option<&Path>, mut state: State) -> Result<(), StateError> 
     if let Some(path) = path {
         state.save(path)?;
     }
+    drop_aside(state);
     Ok(())
+}
+
+/// Records from which freeing a state is left to a thread of its own.
+const DROP_ASIDE: usize = 16_384;
+
+/// Frees a large state off the deploy's way: at thousands of nodes its records are
+/// hundreds of thousands of allocations, and the deploy has nothing to wait for
+/// (a process that exits first leaves the freeing to the kernel).
+fn drop_aside(state: State) {
+    if state.resources.len() >= DROP_ASIDE {
+        // Without a thread to spare, it is freed here.
+        let _ = std::thread::Builder::new().name("drop-state".to_owned()).spawn(move || drop(state));
+    }
 }
 
 /// A saved plan is applied only if planning again gives exactly the same changes

@@ -84,7 +84,9 @@ async fn bench_deploy_scale() {
         }
         other => panic!("the first deploy applies: {other:?}"),
     };
+    let profiled = Profiled::start();
     let (again, again_in, again_cpu) = deploy().await;
+    drop(profiled);
     assert!(matches!(again, Outcome::NothingToDo(_)), "a converged cluster has nothing to do: {again:?}");
     let state_bytes = std::fs::metadata(&state_path).map_or(0, |meta| meta.len());
     // The share of the no-change deploy that is reading the state file.
@@ -104,6 +106,34 @@ async fn bench_deploy_scale() {
         state_bytes as f64 / 1_048_576.0,
         peak_rss_kib() / 1024
     );
+}
+
+/// `perf record --control=fifo:CTL`, with `TOOLKIT_BENCH_PERF_CTL=CTL`, records the
+/// no-change deploy alone (start perf with `-D -1`): what the bench is about, without
+/// the compile and the first deploy around it.
+struct Profiled(Option<std::fs::File>);
+
+impl Profiled {
+    fn start() -> Self {
+        let control = std::env::var_os("TOOLKIT_BENCH_PERF_CTL")
+            .and_then(|path| std::fs::OpenOptions::new().write(true).open(path).ok());
+        let mut profiled = Self(control);
+        profiled.tell("enable");
+        profiled
+    }
+
+    fn tell(&mut self, command: &str) {
+        if let Some(control) = &mut self.0 {
+            use std::io::Write as _;
+            let _ = writeln!(control, "{command}").and_then(|()| control.flush());
+        }
+    }
+}
+
+impl Drop for Profiled {
+    fn drop(&mut self) {
+        self.tell("disable");
+    }
 }
 
 /// CPU time this process has used (user and system, every thread), from

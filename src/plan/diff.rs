@@ -10,8 +10,9 @@ use std::collections::{HashMap, HashSet};
 use foldhash::fast::RandomState;
 use similar::TextDiff;
 
+use super::described::Described;
 use super::removal;
-use super::state::State;
+use super::state::{Contents, Recorded, State};
 use super::{Action, Baseline, Change, PLAN_FORMAT_VERSION, Plan, Summary, ValueChange};
 use crate::graph::ResourceGraph;
 use crate::resource::{Desired, OnChange, values_of};
@@ -31,34 +32,56 @@ pub struct PlanInputs {
 /// Compares desired resources with `state`.
 #[must_use]
 pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
+    let described = Described::of(graph);
+    compare(graph, &described, |_, id| state.resources.get(id), &state.contents, Some(state), inputs)
+}
+
+/// Compares desired resources with what observing their hosts found: `observed` by
+/// graph index (`None`: not there), the old texts of changed files in `contents`.
+/// Observed records are of desired resources only: nothing is a removal.
+#[must_use]
+pub fn diff_observed(
+    graph: &ResourceGraph,
+    described: &Described,
+    observed: &[Option<Recorded>],
+    contents: &Contents,
+    inputs: PlanInputs,
+) -> Plan {
+    compare(graph, described, |index, _| observed.get(index)?.as_ref(), contents, None, inputs)
+}
+
+/// The diff, with each resource's record found by `recorded` (graph index, id);
+/// the records of `removable` that no desired resource has are removals.
+fn compare<'s>(
+    graph: &ResourceGraph,
+    described: &Described,
+    recorded: impl Fn(usize, &str) -> Option<&'s Recorded>,
+    contents: &Contents,
+    removable: Option<&State>,
+    inputs: PlanInputs,
+) -> Plan {
     let mut changes = Vec::with_capacity(graph.resources.len());
     // foldhash: ids at scale, none chosen by an adversary.
     let mut changed_files: HashSet<&str, RandomState> = HashSet::default();
     let mut diff_cache: HashMap<(&str, &str), Option<String>> = HashMap::new();
-    // Targets, kinds, names, reasons and fingerprints repeat across nodes: one copy each.
+    // Reasons and old fingerprints repeat across nodes: one copy each.
     let mut texts = Interner::default();
+    let (not_applied, as_recorded) = (texts.get("not applied yet"), texts.get("as recorded"));
     // A value-setting command's values, by fingerprints before and after: the same
     // for every node, parsed once and shared.
     let mut values_cache: HashMap<(Option<&str>, Text), Vec<ValueChange>, RandomState> = HashMap::default();
-
-    // Fingerprint and shown name of each distinct Desired: most are shared by every
-    // node of a group (`SharedDesired`), so each is formatted and interned once, keyed
-    // by the shared copy's address (stable while the graph is borrowed).
-    let mut described: HashMap<usize, (Text, Text), RandomState> = HashMap::default();
 
     // How many records a desired resource has: when all do, none is a removal.
     let mut desired_recorded = 0;
     for &index in &graph.order {
         let resource = &graph.resources[index];
-        let recorded = state.resources.get(resource.id.as_str());
+        let recorded = recorded(index, resource.id.as_str());
         desired_recorded += usize::from(recorded.is_some());
-        let (after, name) = described
-            .entry(std::sync::Arc::as_ptr(&resource.desired) as usize)
-            .or_insert_with(|| (texts.take(resource.desired.fingerprint()), shown_name(&resource.desired, &mut texts)))
-            .clone();
+        let description = described.get(index);
+        let after = description.fingerprint.clone();
         let (mut action, mut reason) = match recorded {
-            None => (Action::Create, texts.get("not applied yet")),
-            Some(recorded) if recorded.fingerprint == after => (Action::NoOp, texts.get("as recorded")),
+            None => (Action::Create, not_applied.clone()),
+            Some(recorded) if recorded.fingerprint == after => (Action::NoOp, as_recorded.clone()),
             Some(recorded) if unresolved_matches(&resource.desired, &recorded.fingerprint, &after) => {
                 (Action::NoOp, texts.get("secret not readable here; content not compared"))
             }
@@ -109,7 +132,7 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
                 let old_hash = recorded.and_then(super::state::Recorded::content_sha256);
                 if let Some(old_hash) = old_hash
                     && old_hash != content.sha256()
-                    && let Some(old_text) = state.contents.get(old_hash)
+                    && let Some(old_text) = contents.get(old_hash)
                 {
                     file_diff.clone_from(
                         diff_cache
@@ -123,8 +146,8 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
             id: resource.id.0.clone(),
             // Already one shared copy per target.
             target: resource.target.name.clone(),
-            kind: texts.get(resource.desired.kind()),
-            name,
+            kind: description.kind.clone(),
+            name: description.name.clone(),
             action,
             reason,
             // Unchanged (most): the shared copy already at hand, not looked up again.
@@ -137,7 +160,9 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
         });
     }
     // Only records of no desired resource (ids are unique in a graph) are removals.
-    if desired_recorded < state.resources.len() {
+    if let Some(state) = removable
+        && desired_recorded < state.resources.len()
+    {
         let desired: HashSet<&str, RandomState> = graph.resources.iter().map(|resource| resource.id.as_str()).collect();
         changes.extend(removal::changes(state, &desired, true));
     }
@@ -155,17 +180,6 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
         changes,
         warnings: Vec::new(),
         rollout: None,
-    }
-}
-
-/// The name a plan shows for `desired`: a path, a package or service, a command's
-/// description.
-fn shown_name(desired: &Desired, texts: &mut Interner) -> Text {
-    match desired {
-        Desired::File { path, .. } | Desired::Directory { path, .. } => texts.get(path),
-        Desired::Package { name } | Desired::Service { name, .. } => texts.get(name),
-        Desired::Command { description, .. } => texts.get(description),
-        Desired::Api(item) => texts.take(item.name()),
     }
 }
 

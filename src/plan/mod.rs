@@ -8,6 +8,7 @@
 //! `docs/plan-format.md`.
 
 pub mod api;
+pub mod described;
 pub mod diff;
 pub mod disruption;
 pub mod files;

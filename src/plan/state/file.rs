@@ -267,7 +267,8 @@ impl<'de> Deserialize<'de> for RecordIn {
 
 /// `node01:file:/etc/hosts` → `file`.
 fn kind_in_id(id: &str) -> Option<&str> {
-    id.split(':').nth(1)
+    let (_, rest) = id.split_once(':')?;
+    Some(rest.split_once(':').map_or(rest, |(kind, _)| kind))
 }
 
 fn from_head(path: &Path, head: HeadIn, contents: Contents) -> Result<State, StateError> {
@@ -276,6 +277,7 @@ fn from_head(path: &Path, head: HeadIn, contents: Contents) -> Result<State, Sta
     }
     let fingerprints: Vec<Text> = head.fingerprints.into_iter().map(Text::from).collect();
     let mut kinds = Interner::default();
+    let mut last_kind: Option<Text> = None;
     let mut resources = Records::with_capacity_and_hasher(head.resources.len(), RandomState::default());
     for (id, record) in head.resources {
         let Some(fingerprint) = usize::try_from(record.fingerprint).ok().and_then(|at| fingerprints.get(at)) else {
@@ -289,7 +291,11 @@ fn from_head(path: &Path, head: HeadIn, contents: Contents) -> Result<State, Sta
             });
         };
         let kind = match record.kind.as_deref().or_else(|| kind_in_id(&id)) {
-            Some(kind) => kinds.get(kind),
+            // Sorted by id: a host's records of one kind follow each other.
+            Some(kind) => match &last_kind {
+                Some(last) if last.as_str() == kind => last.clone(),
+                _ => last_kind.insert(kinds.get(kind)).clone(),
+            },
             None => {
                 return Err(StateError::Invalid {
                     path: path.to_owned(),
