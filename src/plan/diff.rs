@@ -34,7 +34,7 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
     let mut changes = Vec::with_capacity(graph.resources.len());
     // foldhash: ids at scale, none chosen by an adversary.
     let mut changed_files: HashSet<&str, RandomState> = HashSet::default();
-    let mut diff_cache: HashMap<(&str, &str), Option<String>> = HashMap::new();
+    let mut diff_cache: HashMap<(&str, &str), Option<Text>> = HashMap::new();
     // Targets, kinds, names, reasons and fingerprints repeat across nodes: one copy each.
     let mut texts = Interner::default();
     // A value-setting command's values, by fingerprints before and after: the same
@@ -98,7 +98,8 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
             && action == Action::Update
             && let Some(recorded) = recorded
         {
-            file_diff = Some(unified_diff(&format!("/{}", object.display()), &recorded.fingerprint, &after));
+            file_diff =
+                Some(Text::from(unified_diff(&format!("/{}", object.display()), &recorded.fingerprint, &after)));
         }
         if let Desired::File { path, content, secret: is_secret, .. } = &*resource.desired {
             secret = *is_secret;
@@ -114,7 +115,7 @@ pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
                     file_diff.clone_from(
                         diff_cache
                             .entry((old_hash, content.sha256()))
-                            .or_insert_with(|| Some(unified_diff(path, old_text, content.text()))),
+                            .or_insert_with(|| Some(Text::from(unified_diff(path, old_text, content.text())))),
                     );
                 }
             }
