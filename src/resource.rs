@@ -444,7 +444,11 @@ impl Resource {
     #[must_use]
     pub fn new(target: Target, name: &str, desired: Desired) -> Self {
         let id = ResourceId::new(&target.name, desired.kind(), name);
-        Self { id, target, desired: Arc::new(desired), depends_on: Vec::new(), disruption: Disruption::None }
+        let desired = STAGE_SHARING.with_borrow_mut(|sharing| match sharing {
+            Some(sharing) => sharing.intern(desired),
+            None => Arc::new(desired),
+        });
+        Self { id, target, desired, depends_on: Vec::new(), disruption: Disruption::None }
     }
 
     /// Declares what a change of this resource does to running work.
@@ -472,7 +476,44 @@ pub struct SharedDesired {
     seen: std::collections::HashSet<Arc<Desired>, foldhash::fast::RandomState>,
 }
 
+thread_local! {
+    /// The sharing of the render stage running on this thread ([`SharedDesired::during`]).
+    static STAGE_SHARING: std::cell::RefCell<Option<SharedDesired>> = const { std::cell::RefCell::new(None) };
+}
+
 impl SharedDesired {
+    /// Runs `stage` with every [`Resource::new`] on this thread pointed at the copy
+    /// already made of what it wants, as it is made: a stage's per-node copies are
+    /// freed one by one instead of living until the stage ends (at 4,096 nodes they
+    /// were ~20 MB at once, freed on the render threads where the plan that follows
+    /// could not reuse them). Returns what `stage` returns and the copies seen, for
+    /// [`SharedDesired::share`] of resources changed after they were made.
+    pub fn during<R>(stage: impl FnOnce() -> R) -> (R, Self) {
+        /// Ends the sharing even when `stage` panics.
+        struct Scope;
+        impl Drop for Scope {
+            fn drop(&mut self) {
+                STAGE_SHARING.with_borrow_mut(Option::take);
+            }
+        }
+        STAGE_SHARING.with_borrow_mut(|sharing| *sharing = Some(Self::default()));
+        let scope = Scope;
+        let result = stage();
+        let shared = STAGE_SHARING.with_borrow_mut(Option::take).unwrap_or_default();
+        drop(scope);
+        (result, shared)
+    }
+
+    /// The copy already seen of `desired`, or `desired` as the first.
+    fn intern(&mut self, desired: Desired) -> Arc<Desired> {
+        if let Some(shared) = self.seen.get(&desired) {
+            return Arc::clone(shared);
+        }
+        let desired = Arc::new(desired);
+        self.seen.insert(Arc::clone(&desired));
+        desired
+    }
+
     /// Points every resource of `resources` at the copy already seen of what it wants.
     pub fn share(&mut self, resources: &mut [Resource]) {
         for resource in resources {
@@ -515,6 +556,21 @@ mod tests {
             Some(Some(vec![("Priority".to_owned(), "10".to_owned()), ("GrpTRES".to_owned(), String::new()),]))
         );
         assert_eq!(values_of("command:0123"), None);
+    }
+
+    #[test]
+    fn resources_made_during_a_stage_share_what_they_want_as_they_are_made() {
+        let package =
+            |node: &str| Resource::new(Target::node(node), "munge", Desired::Package { name: "munge".into() });
+        let (made, seen) = SharedDesired::during(|| [package("node01"), package("node02")]);
+        assert!(Arc::ptr_eq(&made[0].desired, &made[1].desired));
+        assert_eq!(seen.seen.len(), 1);
+        let outside = [package("node01"), package("node02")];
+        assert!(!Arc::ptr_eq(&outside[0].desired, &outside[1].desired), "no sharing outside a stage");
+        let panicked = std::panic::catch_unwind(|| SharedDesired::during(|| panic!("stage failed")));
+        assert!(panicked.is_err());
+        let after = [package("node01"), package("node02")];
+        assert!(!Arc::ptr_eq(&after[0].desired, &after[1].desired), "a panicking stage ends its sharing");
     }
 
     #[test]

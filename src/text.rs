@@ -11,18 +11,20 @@ use std::borrow::Borrow;
 use std::collections::HashSet;
 use std::fmt;
 use std::ops::Deref;
-use std::sync::Arc;
 
+use arcstr::ArcStr;
 use foldhash::fast::RandomState;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// An immutable string whose clones share one allocation.
 ///
-/// One pointer wide (`Arc<Box<str>>`, not the two words of `Arc<str>`): a large plan
-/// holds millions of these in its entries, resources and dependency lists, against
-/// one extra small allocation per distinct string.
+/// One pointer wide and one allocation per distinct string ([`ArcStr`] keeps the
+/// count and the length in front of the bytes): a large plan holds millions of these
+/// in its entries, resources and dependency lists, and its ids (one distinct string
+/// per resource, ~230,000 at 4,096 nodes) were two allocations each as `Arc<Box<str>>`.
+/// The empty string allocates nothing.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Text(Arc<Box<str>>);
+pub struct Text(ArcStr);
 
 impl Text {
     /// The text as `&str`.
@@ -34,13 +36,13 @@ impl Text {
     /// Whether `other` is this very copy (a clone of it), not only equal text.
     #[must_use]
     pub fn shares(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        ArcStr::ptr_eq(&self.0, &other.0)
     }
 }
 
 impl Default for Text {
     fn default() -> Self {
-        Self::from("")
+        Self(ArcStr::new())
     }
 }
 
@@ -66,13 +68,14 @@ impl Borrow<str> for Text {
 
 impl From<&str> for Text {
     fn from(text: &str) -> Self {
-        Self(Arc::new(Box::from(text)))
+        Self(ArcStr::from(text))
     }
 }
 
 impl From<String> for Text {
     fn from(text: String) -> Self {
-        Self(Arc::new(text.into_boxed_str()))
+        // Copied into the shared allocation (count, length, bytes); the String is freed.
+        Self(ArcStr::from(text.as_str()))
     }
 }
 
@@ -180,7 +183,7 @@ mod tests {
         let mut interner = Interner::default();
         let first = interner.get("sha256:ab mode:644");
         let second = interner.take("sha256:ab mode:644".to_owned());
-        assert!(Arc::ptr_eq(&first.0, &second.0));
+        assert!(first.shares(&second));
         assert_ne!(interner.get("other"), first);
     }
 

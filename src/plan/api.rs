@@ -39,7 +39,7 @@ pub fn diff(desired: &[ApiDesired], observed: &Observed) -> Vec<Change> {
             };
             let diff = match (item.kubernetes(), &before, &after) {
                 (Some(object), Some(have), Some(want)) if have != want => {
-                    Some(super::diff::unified_diff(&format!("/{}", object.display()), have, want))
+                    Some(Text::from(super::diff::unified_diff(&format!("/{}", object.display()), have, want)))
                 }
                 _ => None,
             };

@@ -63,7 +63,7 @@ fn compare<'s>(
     let mut changes = Vec::with_capacity(graph.resources.len());
     // foldhash: ids at scale, none chosen by an adversary.
     let mut changed_files: HashSet<&str, RandomState> = HashSet::default();
-    let mut diff_cache: HashMap<(&str, &str), Option<String>> = HashMap::new();
+    let mut diff_cache: HashMap<(&str, &str), Option<Text>> = HashMap::new();
     // Reasons and old fingerprints repeat across nodes: one copy each.
     let mut texts = Interner::default();
     let (not_applied, as_recorded) = (texts.get("not applied yet"), texts.get("as recorded"));
@@ -121,7 +121,8 @@ fn compare<'s>(
             && action == Action::Update
             && let Some(recorded) = recorded
         {
-            file_diff = Some(unified_diff(&format!("/{}", object.display()), &recorded.fingerprint, &after));
+            file_diff =
+                Some(Text::from(unified_diff(&format!("/{}", object.display()), &recorded.fingerprint, &after)));
         }
         if let Desired::File { path, content, secret: is_secret, .. } = &*resource.desired {
             secret = *is_secret;
@@ -137,7 +138,7 @@ fn compare<'s>(
                     file_diff.clone_from(
                         diff_cache
                             .entry((old_hash, content.sha256()))
-                            .or_insert_with(|| Some(unified_diff(path, old_text, content.text()))),
+                            .or_insert_with(|| Some(Text::from(unified_diff(path, old_text, content.text())))),
                     );
                 }
             }

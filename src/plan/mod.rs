@@ -83,8 +83,9 @@ pub struct Change {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<Text>,
     /// Unified diff of a non-secret file's content, when the old content is known.
+    /// Shared: the same edit on every node is one diff.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub diff: Option<String>,
+    pub diff: Option<Text>,
     /// Secret content: never shown.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub secret: bool,

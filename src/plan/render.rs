@@ -24,7 +24,7 @@ type GroupKey<'a> = (&'a str, &'a str, Action, &'a str, Option<Cow<'a, str>>);
 /// object's values.
 fn detail(change: &Change) -> Option<Cow<'_, str>> {
     if let Some(diff) = &change.diff {
-        return Some(Cow::Borrowed(diff));
+        return Some(Cow::Borrowed(diff.as_str()));
     }
     if !change.values.is_empty() {
         return Some(Cow::Owned(values_text(&change.values)));

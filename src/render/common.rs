@@ -105,19 +105,17 @@ pub(crate) fn owned_file(
     owner: &str,
     group: &str,
 ) -> Resource {
-    let mut resource = secret_file(target, path, content, mode);
-    if let Desired::File { owner: file_owner, group: file_group, secret, .. } =
-        std::sync::Arc::make_mut(&mut resource.desired)
-    {
-        owner.clone_into(file_owner);
-        group.clone_into(file_group);
-        *secret = false;
-    }
-    resource
+    any_file(target, path, content, mode, (owner, group), false)
 }
 
 /// A root-owned secret file (never shown, stored only as a hash) without a check command.
 pub(crate) fn secret_file(target: &Target, path: &str, content: Content, mode: u32) -> Resource {
+    any_file(target, path, content, mode, ("root", "root"), true)
+}
+
+/// A file without a check command, made whole (not changed after it is made, which
+/// would copy a render stage's shared [`Desired`]).
+fn any_file(target: &Target, path: &str, content: Content, mode: u32, owner: (&str, &str), secret: bool) -> Resource {
     Resource::new(
         target.clone(),
         path,
@@ -125,9 +123,9 @@ pub(crate) fn secret_file(target: &Target, path: &str, content: Content, mode: u
             path: path.to_owned(),
             content,
             mode,
-            owner: "root".to_owned(),
-            group: "root".to_owned(),
-            secret: true,
+            owner: owner.0.to_owned(),
+            group: owner.1.to_owned(),
+            secret,
             check: None,
         },
     )

@@ -216,10 +216,11 @@ pub fn render(
     ];
     let outputs = parallel::ordered(&stages, |stage| {
         let mut out = Vec::new();
-        stage(&mut out)?;
-        // Each stage's per-node copies of the same thing become one before the stage
-        // hands its resources over, so they never all live at once.
-        SharedDesired::default().share(&mut out);
+        // Each stage's per-node copies of the same thing become one as they are made,
+        // and those changed after (`Arc::make_mut`) before the stage hands them over.
+        let (outcome, mut shared) = SharedDesired::during(|| stage(&mut out));
+        outcome?;
+        shared.share(&mut out);
         Ok::<_, RenderError>(out)
     });
     let mut resources = Vec::with_capacity(outputs.iter().map(|output| output.as_ref().map_or(0, Vec::len)).sum());
