@@ -10,7 +10,7 @@ mod contents;
 mod file;
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead as _, Read as _, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -208,17 +208,7 @@ impl State {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Self::empty(cluster)),
             Err(source) => return Err(io(source)),
         };
-        let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
-        let mut head = String::new();
-        reader.read_line(&mut head).map_err(io)?;
-        if file::is_v2(&head) {
-            // The texts stay in the file until a diff asks for one.
-            let offset = head.len() as u64;
-            return file::read_v2(path, &head, Contents::unread_in(reader.into_inner(), offset, path, 2));
-        }
-        let mut rest = String::new();
-        reader.read_to_string(&mut rest).map_err(io)?;
-        file::read(path, head, rest)
+        file::read(path, file)
     }
 
     /// Records `resource` as applied, keeping the order it was recorded at before.
@@ -336,6 +326,18 @@ mod tests {
     use super::*;
     use crate::resource::{Content, Target};
 
+    /// A state of node01's `(path, text, secret)` files, saved in a new directory.
+    fn saved(files: &[(&str, &str, bool)]) -> (tempfile::TempDir, PathBuf, State) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.json");
+        let mut state = State::empty("lab");
+        for &(file_path, text, secret) in files {
+            state.record(&file(file_path, text, secret));
+        }
+        state.save(&path).expect("saves");
+        (dir, path, state)
+    }
+
     fn file(path: &str, text: &str, secret: bool) -> Resource {
         Resource::new(
             Target::node("node01"),
@@ -354,12 +356,8 @@ mod tests {
 
     #[test]
     fn round_trips_and_never_keeps_secret_content() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("state.json");
-        let mut state = State::empty("lab");
-        state.record(&file("/etc/a", "hello\n", false));
-        state.record(&file("/etc/munge/munge.key", "TOP-SECRET-KEY", true));
-        state.save(&path).expect("saves");
+        let (_dir, path, state) =
+            saved(&[("/etc/a", "hello\n", false), ("/etc/munge/munge.key", "TOP-SECRET-KEY", true)]);
         let text = std::fs::read_to_string(&path).expect("reads");
         assert!(!text.contains("TOP-SECRET-KEY"));
         let loaded = State::load(&path, "lab").expect("loads");
@@ -551,12 +549,7 @@ mod tests {
 
     #[test]
     fn file_texts_are_parsed_only_when_asked_for() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("state.json");
-        let mut state = State::empty("lab");
-        state.record(&file("/etc/a", "line one\nline \"two\"\n", false));
-        state.record(&file("/etc/b", "B\n", false));
-        state.save(&path).expect("saves");
+        let (_dir, path, state) = saved(&[("/etc/a", "line one\nline \"two\"\n", false), ("/etc/b", "B\n", false)]);
         let text = std::fs::read_to_string(&path).expect("reads");
         // The records, then one line per text.
         assert_eq!(text.lines().count(), 3, "{text}");
@@ -577,11 +570,7 @@ mod tests {
 
     #[test]
     fn unread_texts_are_those_of_the_file_loaded_even_after_a_save_replaced_it() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("state.json");
-        let mut state = State::empty("lab");
-        state.record(&file("/etc/a", "old text\n", false));
-        state.save(&path).expect("saves");
+        let (_dir, path, _) = saved(&[("/etc/a", "old text\n", false)]);
         let loaded = State::load(&path, "lab").expect("loads");
         let hash = loaded.resources["node01:file:/etc/a"].content_sha256().expect("hash").to_owned();
 

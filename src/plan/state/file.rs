@@ -16,6 +16,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::io::{BufRead as _, Read as _};
 use std::path::Path;
 
 use foldhash::fast::RandomState;
@@ -67,20 +68,28 @@ pub(super) fn write(state: &State, out: &mut impl std::io::Write) -> std::io::Re
     Ok(())
 }
 
-/// The state in `head` (the file's first line, with its line break) and `rest` (the
-/// lines after it) of the file at `path`.
+/// The state in `file`, the open state file at `path`. A version-2 file written by
+/// this toolkit has its records on the first line: only that line is read, and the
+/// texts after it stay in the file until a diff asks for one. Anything else is read
+/// whole.
 ///
 /// # Errors
-/// [`StateError`] when the file is not a state file of a version this toolkit reads.
-pub(super) fn read(path: &Path, head: String, rest: String) -> Result<State, StateError> {
+/// [`StateError`] when the file cannot be read or is not a state file of a version
+/// this toolkit reads.
+pub(super) fn read(path: &Path, file: std::fs::File) -> Result<State, StateError> {
+    let io = |source| StateError::Io { path: path.to_owned(), source };
     let parse = |source| StateError::Parse { path: path.to_owned(), source };
-    if is_v2(&head) {
-        return read_v2(path, &head, Contents::unread(rest, path, 2));
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+    let mut head = String::new();
+    reader.read_line(&mut head).map_err(io)?;
+    if head.starts_with(V2_START) {
+        let records: HeadIn = serde_json::from_str(&head).map_err(parse)?;
+        let contents = Contents::unread_in(reader.into_inner(), head.len() as u64, path, 2);
+        return from_head(path, records, contents);
     }
     // Not written by this toolkit as version 2: version 1, or something else.
     let mut text = head;
-    text.push_str(&rest);
-    drop(rest);
+    reader.read_to_string(&mut text).map_err(io)?;
     let mut first = serde_json::Deserializer::from_str(&text).into_iter::<Version>();
     let version = match first.next() {
         Some(Ok(version)) => version.format_version,
@@ -100,22 +109,6 @@ pub(super) fn read(path: &Path, head: String, rest: String) -> Result<State, Sta
         }
         found => Err(StateError::Version { path: path.to_owned(), found }),
     }
-}
-
-/// Whether `head`, a state file's first line, starts a version-2 file written by
-/// this toolkit (its records on this one line, the texts after it).
-pub(super) fn is_v2(head: &str) -> bool {
-    head.starts_with(V2_START)
-}
-
-/// The state of a version-2 file whose first line is `head`, its texts `contents`.
-///
-/// # Errors
-/// [`StateError`] when the line is not a state's records.
-pub(super) fn read_v2(path: &Path, head: &str, contents: Contents) -> Result<State, StateError> {
-    let head: HeadIn =
-        serde_json::from_str(head).map_err(|source| StateError::Parse { path: path.to_owned(), source })?;
-    from_head(path, head, contents)
 }
 
 #[derive(Deserialize)]
