@@ -431,7 +431,9 @@ pub struct Resource {
     /// What it is: shared by the resources that want the same (every node of a
     /// group gets the same packages, services and most files).
     pub desired: Arc<Desired>,
-    /// Ids that must be in place first (on any target).
+    /// Ids that must be in place first (on any target). [`graph::build`](crate::graph::build)
+    /// turns them into edges and empties the list: in a graph, ask
+    /// [`ResourceGraph::dependencies`](crate::graph::ResourceGraph::dependencies).
     pub depends_on: Vec<ResourceId>,
     /// What a change of it does to running work, declared by the renderer that knows
     /// what it touches (a rail's netplan: drain; a first driver install: reboot).

@@ -280,24 +280,24 @@ pub async fn apply(
         }
     };
     let options = ApplyOptions { force: force_conflicts, dry_run: false };
-    let mut failed: BTreeSet<ResourceId> = BTreeSet::new();
+    // By graph index: a resource's dependencies are edges of the graph.
+    let mut failed: BTreeSet<usize> = BTreeSet::new();
     for (index, object) in work {
         let started = Instant::now();
-        let resource = &graph.resources[index];
         if !changing(&id_of(object)) {
             out.push(outcome(index, object, Outcome::Unchanged, started));
             continue;
         }
-        if let Some(upstream) = resource.depends_on.iter().find(|id| failed.contains(*id)) {
-            failed.insert(resource.id.clone());
-            let reason = SkipReason::Upstream { id: upstream.clone() };
+        if let Some(upstream) = graph.dependencies(index).find(|dependency| failed.contains(dependency)) {
+            failed.insert(index);
+            let reason = SkipReason::Upstream { id: graph.resources[upstream].id.clone() };
             out.push(outcome(index, object, Outcome::Skipped { reason }, started));
             continue;
         }
         match kube.apply(object, options).await {
             Ok(_) => out.push(outcome(index, object, Outcome::Changed, started)),
             Err(error) => {
-                failed.insert(resource.id.clone());
+                failed.insert(index);
                 out.push(outcome(index, object, Outcome::Failed { error: error.to_string() }, started));
             }
         }

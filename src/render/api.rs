@@ -314,7 +314,7 @@ cloud:
         )
         .expect("compiles");
         let graph = &compiled.graph;
-        for resource in &graph.resources {
+        for (index, resource) in graph.resources.iter().enumerate() {
             if matches!(*resource.desired, Desired::Api(_)) {
                 continue;
             }
@@ -324,7 +324,11 @@ cloud:
                 "gpu02" => "gpu02:instance:mixed",
                 _ => continue,
             };
-            assert!(resource.depends_on.iter().any(|id| id.as_str() == gate), "{} waits for {gate}", resource.id);
+            assert!(
+                graph.dependencies(index).any(|dependency| graph.resources[dependency].id.as_str() == gate),
+                "{} waits for {gate}",
+                resource.id
+            );
         }
         let position = |id: &str| {
             graph.order.iter().position(|&index| graph.resources[index].id.as_str() == id).expect("in the graph")
