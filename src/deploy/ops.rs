@@ -327,7 +327,7 @@ mod tests {
                 diff: None,
                 secret: false,
                 disruption: crate::resource::Disruption::None,
-                values: Vec::new(),
+                values: thin_vec::ThinVec::new(),
             }],
             warnings: Vec::new(),
             rollout: None,

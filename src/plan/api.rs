@@ -55,7 +55,7 @@ pub fn diff(desired: &[ApiDesired], observed: &Observed) -> Vec<Change> {
                 diff,
                 secret: false,
                 disruption: crate::resource::Disruption::None,
-                values: Vec::new(),
+                values: thin_vec::ThinVec::new(),
             }
         })
         .collect()

@@ -9,6 +9,7 @@ use std::collections::{HashMap, HashSet};
 
 use foldhash::fast::RandomState;
 use similar::TextDiff;
+use thin_vec::ThinVec;
 
 use super::described::Described;
 use super::removal;
@@ -69,7 +70,7 @@ fn compare<'s>(
     let (not_applied, as_recorded) = (texts.get("not applied yet"), texts.get("as recorded"));
     // A value-setting command's values, by fingerprints before and after: the same
     // for every node, parsed once and shared.
-    let mut values_cache: HashMap<(Option<&str>, Text), Vec<ValueChange>, RandomState> = HashMap::default();
+    let mut values_cache: HashMap<(Option<&str>, Text), ThinVec<ValueChange>, RandomState> = HashMap::default();
 
     // How many records a desired resource has: when all do, none is a removal.
     let mut desired_recorded = 0;
@@ -92,7 +93,7 @@ fn compare<'s>(
                 let before = recorded.map(|r| r.fingerprint.as_str());
                 values_cache.entry((before, after.clone())).or_insert_with(|| value_changes(before, &after)).clone()
             }
-            _ => Vec::new(),
+            _ => ThinVec::new(),
         };
         if action == Action::Update && !values.is_empty() {
             let keys: Vec<&str> = values.iter().map(|value| value.key.as_str()).collect();
@@ -207,8 +208,8 @@ fn describe_update(before: &str, after: &str) -> String {
 
 /// The values of a value-setting command that change: every one when nothing (or
 /// no values) was there before, else those that differ.
-fn value_changes(before: Option<&str>, after: &str) -> Vec<ValueChange> {
-    let Some(after) = values_of(after) else { return Vec::new() };
+fn value_changes(before: Option<&str>, after: &str) -> ThinVec<ValueChange> {
+    let Some(after) = values_of(after) else { return ThinVec::new() };
     let before: Option<HashMap<String, String>> = before.and_then(values_of).map(|values| values.into_iter().collect());
     after
         .into_iter()

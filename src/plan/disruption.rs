@@ -377,7 +377,7 @@ pub(crate) mod tests {
             diff: None,
             secret: false,
             disruption: Disruption::None,
-            values: Vec::new(),
+            values: thin_vec::ThinVec::new(),
         };
         let unit = Desired::Service {
             name: "lldpd".into(),

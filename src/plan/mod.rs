@@ -18,6 +18,7 @@ pub mod state;
 pub mod undo;
 
 use serde::{Deserialize, Serialize};
+use thin_vec::ThinVec;
 
 pub use diff::diff;
 pub use disruption::{MaxUnavailable, RolloutPlan};
@@ -93,9 +94,11 @@ pub struct Change {
     #[serde(default, skip_serializing_if = "is_none")]
     pub disruption: Disruption,
     /// The values a value-setting command sets: on create every one, on update those
-    /// that differ, each with its value before and after.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub values: Vec<ValueChange>,
+    /// that differ, each with its value before and after. A `ThinVec`: one pointer,
+    /// nothing allocated when empty, since nearly every entry has none (at 4,096
+    /// nodes a `Vec` here was 3.7 MB of plan).
+    #[serde(default, skip_serializing_if = "ThinVec::is_empty")]
+    pub values: ThinVec<ValueChange>,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde passes a reference
