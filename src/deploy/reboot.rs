@@ -39,6 +39,7 @@ const INIT_STAT: &str = "/proc/1/stat";
 pub struct RebootOptions {
     /// From the reboot command until SSH answers with a new boot identity. GPU servers
     /// spend minutes in firmware (memory training, option ROMs), hence the default.
+    /// An attempt under way at the limit is let finish (at most `attempt_timeout` more).
     pub return_timeout: Duration,
     /// From the new boot's first answer until systemd has finished booting.
     pub settle_timeout: Duration,
@@ -468,7 +469,10 @@ impl<C: Connector> Wait<'_, C> {
         loop {
             self.connector.forget(self.host);
             self.attempts += 1;
-            let limit = self.options.attempt_timeout.min(deadline.saturating_duration_since(Instant::now()));
+            // A whole attempt even near the deadline (which it may pass by one attempt):
+            // an attempt cut to what is left would report "no answer" for a host that
+            // in fact answered, from its old boot, a moment later.
+            let limit = self.options.attempt_timeout;
             let last = match tokio::time::timeout(limit, read_identity(self.connector, self.host)).await {
                 Ok(Ok(identity)) if identity != *before => return Ok(identity),
                 Ok(Ok(_)) => "SSH answered from the old boot".to_owned(),
