@@ -23,6 +23,7 @@ use crate::model::Model;
 use crate::render::common::{file, package, service};
 use crate::render::{RenderError, Renderer};
 use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target};
+use crate::text::Text;
 
 /// Templates of this module: `(name under templates/, text)`.
 pub const TEMPLATES: &[(&str, &str)] = &[
@@ -143,10 +144,11 @@ pub fn render(model: &Model, renderer: &Renderer, out: &mut Vec<Resource>) -> Re
 /// setting wait for it, whichever module rendered them (once: a second call adds
 /// nothing to resources already ordered).
 pub fn order_package_installs(resources: &mut [Resource]) {
-    let proxied: std::collections::HashMap<String, ResourceId> = resources
+    // foldhash: looked up once per package of every node.
+    let proxied: std::collections::HashMap<Text, ResourceId, foldhash::fast::RandomState> = resources
         .iter()
         .filter(|resource| matches!(&*resource.desired, Desired::File { path, .. } if path == APT_PROXY))
-        .map(|resource| (resource.target.name.to_string(), resource.id.clone()))
+        .map(|resource| (resource.target.name.clone(), resource.id.clone()))
         .collect();
     if proxied.is_empty() {
         return;
@@ -158,7 +160,7 @@ pub fn order_package_installs(resources: &mut [Resource]) {
             _ => false,
         };
         if uses_apt
-            && let Some(proxy) = proxied.get(resource.target.name.as_str())
+            && let Some(proxy) = proxied.get(&resource.target.name)
             && !resource.depends_on.contains(proxy)
         {
             resource.depends_on.push(proxy.clone());

@@ -12,21 +12,32 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// `work` applied to every item of `items`, on up to one thread per core; the
 /// results in the order of `items`.
 pub fn ordered<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    ordered_longest_first(items, &[], work)
+}
+
+/// [`ordered`], starting with the items at `longest` (the indexes of the items known
+/// to take longest), then the others in order; the results still in the order of
+/// `items`. Started last, a long item runs alone on one core while the others idle.
+pub fn ordered_longest_first<T: Sync, R: Send>(
+    items: &[T],
+    longest: &[usize],
+    work: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
     let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get).min(items.len());
     if threads <= 1 {
         return items.iter().map(work).collect();
     }
-    // Items are taken one at a time from a shared counter: a slow item (the stage
-    // that renders every node's files) does not hold back the others behind it.
+    let first = longest.iter().copied().filter(|&index| index < items.len());
+    let schedule: Vec<usize> = first.clone().chain((0..items.len()).filter(|index| !longest.contains(index))).collect();
+    // Items are taken one at a time from a shared counter: a slow item does not hold
+    // back the others behind it.
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<R>>> = Mutex::new(items.iter().map(|_| None).collect());
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| {
-                loop {
-                    let index = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(item) = items.get(index) else { break };
-                    let result = work(item);
+                while let Some(&index) = schedule.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let result = work(&items[index]);
                     if let Ok(mut results) = results.lock() {
                         results[index] = Some(result);
                     }
@@ -34,8 +45,8 @@ pub fn ordered<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> 
             });
         }
     });
-    // Every index below `items.len()` was taken by exactly one thread, which stored its
-    // result; a thread that panicked re-raised its panic when the scope ended.
+    // Every index of `schedule` (each index of `items` once) was taken by exactly one
+    // thread, which stored its result; a thread that panicked re-raised its panic when the scope ended.
     results.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).into_iter().flatten().collect()
 }
 
@@ -56,5 +67,26 @@ mod tests {
         });
         assert_eq!(results.iter().map(|(item, _)| *item).collect::<Vec<_>>(), items);
         assert!(ordered(&[] as &[u8], |_| 0).is_empty());
+    }
+
+    #[test]
+    fn the_longest_items_start_first_and_results_keep_the_order_of_the_items() {
+        let items: Vec<usize> = (0..6).collect();
+        let started = Mutex::new(Vec::new());
+        let results = ordered_longest_first(&items, &[4, 1, 9], |&item| {
+            started.lock().expect("not poisoned").push(item);
+            item * 10
+        });
+        assert_eq!(results, [0, 10, 20, 30, 40, 50]);
+        let started = started.into_inner().expect("not poisoned");
+        let mut sorted = started.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, items, "every item ran once; {started:?}");
+        if std::thread::available_parallelism().map_or(1, std::num::NonZero::get) > 1 {
+            // Taken in schedule order: the first two taken are the longest ones.
+            let mut first_two = started[..2].to_vec();
+            first_two.sort_unstable();
+            assert_eq!(first_two, [1, 4], "{started:?}");
+        }
     }
 }
