@@ -9,6 +9,7 @@ use crate::diagnostic::{Diagnostic, Diagnostics};
 use crate::graph::{self, ResourceGraph};
 use crate::inventory::LoadedInventory;
 use crate::model::{self, Model};
+use crate::plan::described::Described;
 use crate::render::{self, Renderer};
 
 /// The model and its resources, ready to plan.
@@ -19,6 +20,8 @@ pub struct Compiled {
     /// Every resource, as a DAG: API objects (BMC, cloud) first, each host's SSH
     /// resources depending on its API gate.
     pub graph: ResourceGraph,
+    /// Every resource's fingerprint, name and kind, by graph index.
+    pub described: Described,
     /// Firmware versions each node's hardware profile expects, by node.
     pub firmware: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
 }
@@ -84,8 +87,15 @@ pub fn compile_with(
         }));
     }
     all.extend(render::kubernetes::resources(&model));
-    let graph = graph::build(all)?;
-    Ok(Compiled { model, graph, firmware: api.firmware })
+    // Describing the resources (formatting each distinct one's fingerprint) only reads
+    // them, as finding their dependencies does: the two run side by side.
+    let (edges, described) = std::thread::scope(|scope| {
+        let described = scope.spawn(|| Described::of_resources(&all));
+        let edges = graph::resolve(&all);
+        (edges, described.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+    });
+    let graph = graph::assemble(all, edges?)?;
+    Ok(Compiled { model, graph, described, firmware: api.firmware })
 }
 
 /// Hex SHA-256 of a file's text (identity of inputs in plans).
@@ -93,4 +103,26 @@ pub fn compile_with(
 pub fn text_sha256(text: &str) -> String {
     use sha2::{Digest, Sha256};
     hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_descriptions_made_beside_the_graph_are_those_of_its_resources() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("blueprints/h200-roce-64.yaml");
+        let blueprint = crate::blueprint::load::load(&path).expect("loads");
+        let compiled = compile(&blueprint, None, &Renderer::embedded().expect("templates")).expect("compiles");
+        let again = Described::of(&compiled.graph);
+        for index in 0..compiled.graph.resources.len() {
+            let (beside, after) = (compiled.described.get(index), again.get(index));
+            assert_eq!(
+                (&beside.fingerprint, &beside.name, &beside.kind),
+                (&after.fingerprint, &after.name, &after.kind),
+                "{}",
+                compiled.graph.resources[index].id
+            );
+        }
+    }
 }

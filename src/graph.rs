@@ -89,7 +89,22 @@ impl Adjacency {
 /// # Errors
 /// `unknown-dependency` for every id that no resource has, `duplicate-resource`
 /// for ids used twice, `dependency-cycle` naming every resource of each cycle.
-pub fn build(mut resources: Vec<Resource>) -> Result<ResourceGraph, Diagnostics> {
+pub fn build(resources: Vec<Resource>) -> Result<ResourceGraph, Diagnostics> {
+    let edges = resolve(&resources)?;
+    assemble(resources, edges)
+}
+
+/// The dependencies of resources, found by id: the first half of [`build`], which
+/// only reads the resources (so other work on them can run beside it).
+#[derive(Debug)]
+pub struct Edges(Vec<(u32, u32)>);
+
+/// Finds every dependency of `resources` by its id.
+///
+/// # Errors
+/// `unknown-dependency` for every id that no resource has, `duplicate-resource`
+/// for ids used twice.
+pub fn resolve(resources: &[Resource]) -> Result<Edges, Diagnostics> {
     let mut diagnostics = Diagnostics::default();
     // foldhash: hundreds of thousands of ids at scale, none chosen by an adversary.
     let mut index: HashMap<&ResourceId, u32, foldhash::fast::RandomState> =
@@ -121,7 +136,14 @@ pub fn build(mut resources: Vec<Resource>) -> Result<ResourceGraph, Diagnostics>
     if diagnostics.has_errors() {
         return Err(diagnostics);
     }
-    drop(index);
+    Ok(Edges(edges))
+}
+
+/// The graph of `resources` and their [`resolve`]d `edges`.
+///
+/// # Errors
+/// `dependency-cycle` naming every resource of each cycle.
+pub fn assemble(mut resources: Vec<Resource>, Edges(mut edges): Edges) -> Result<ResourceGraph, Diagnostics> {
     forget_dependency_ids(&mut resources);
     let count = resources.len();
     let dependencies = Adjacency::new(count, &edges);
@@ -131,6 +153,7 @@ pub fn build(mut resources: Vec<Resource>) -> Result<ResourceGraph, Diagnostics>
     let dependents = Adjacency::new(count, &edges);
     drop(edges);
     let Some(order) = stable_order(&dependencies, &dependents) else {
+        let mut diagnostics = Diagnostics::default();
         let graph = petgraph_of(count, &dependents);
         for component in kosaraju_scc(&graph) {
             let is_cycle = component.len() > 1 || component.first().is_some_and(|&n| graph.contains_edge(n, n));

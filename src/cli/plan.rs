@@ -92,7 +92,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         }
         plan
     } else if let Some(state) = &state {
-        plan::diff(&compiled.graph, state, plan_inputs)
+        plan::diff::diff_described(&compiled.graph, &compiled.described, state, plan_inputs)
     } else {
         let inventory = live::require_inventory(&inputs)?;
         let pool = live::pool(inventory, &args.ssh)?;

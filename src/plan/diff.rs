@@ -33,8 +33,13 @@ pub struct PlanInputs {
 /// Compares desired resources with `state`.
 #[must_use]
 pub fn diff(graph: &ResourceGraph, state: &State, inputs: PlanInputs) -> Plan {
-    let described = Described::of(graph);
-    compare(graph, &described, |_, id| state.resources.get(id), &state.contents, Some(state), inputs)
+    diff_described(graph, &Described::of(graph), state, inputs)
+}
+
+/// [`diff`], with the resources already [`Described`].
+#[must_use]
+pub fn diff_described(graph: &ResourceGraph, described: &Described, state: &State, inputs: PlanInputs) -> Plan {
+    compare(graph, described, |_, id| state.resources.get(id), &state.contents, Some(state), inputs)
 }
 
 /// Compares desired resources with what observing their hosts found: `observed` by
