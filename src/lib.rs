@@ -32,6 +32,7 @@ pub mod kube;
 pub mod lab;
 pub mod manifest;
 pub mod model;
+pub mod parallel;
 pub mod plan;
 pub mod render;
 pub mod report;

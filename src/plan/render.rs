@@ -59,32 +59,15 @@ fn values_text(values: &[ValueChange]) -> String {
 #[must_use]
 pub fn text(plan: &Plan) -> String {
     let mut out = String::new();
-    // Same kind, name, action, reason and diff → one entry listing every target.
-    // foldhash: one key per change, 230,000 at 4,096 nodes, none chosen by an adversary.
-    let mut groups: IndexMap<GroupKey<'_>, Vec<&str>, foldhash::fast::RandomState> = IndexMap::default();
-    for change in plan.changes.iter().filter(|c| c.action != Action::NoOp) {
-        groups
-            .entry((&change.kind, &change.name, change.action, &change.reason, detail(change)))
-            .or_default()
-            .push(&change.target);
-    }
+    let groups = group(&plan.changes);
     if groups.is_empty() {
         let _ = writeln!(out, "No changes. The cluster `{}` matches the blueprint.", plan.cluster);
     } else {
         let _ = writeln!(out, "toolkit will perform the following actions on cluster `{}`:\n", plan.cluster);
-        for ((kind, name, action, reason, diff), targets) in &mut groups {
-            targets.sort_unstable();
-            let _ = writeln!(
-                out,
-                "  {} {kind} {name} on {}  ({reason})",
-                action.sign(),
-                hostlist::compress(targets.iter().copied())
-            );
-            if let Some(diff) = diff {
-                for line in diff.lines() {
-                    let _ = writeln!(out, "      {line}");
-                }
-            }
+        let groups: Vec<(GroupKey<'_>, Vec<&str>)> = groups.into_iter().collect();
+        // Each entry's hostlist (thousands of names sorted and folded) on every core.
+        for entry in crate::parallel::ordered(&groups, |(key, targets)| entry_text(key, targets)) {
+            out.push_str(&entry);
         }
         out.push('\n');
     }
@@ -103,6 +86,53 @@ pub fn text(plan: &Plan) -> String {
         "Plan: {} to create, {} to update, {} to remove, {} unchanged.",
         s.create, s.update, s.remove, s.no_op
     );
+    out
+}
+
+/// The changes that do something, by kind, name, action, reason and diff (in the order
+/// each first appears), with their targets. 230,000 changes at 4,096 nodes: grouped in
+/// runs on every core, the runs' groups then joined in order.
+fn group(changes: &[Change]) -> Groups<'_> {
+    let runs: Vec<&[Change]> = changes.chunks(GROUP_RUN).collect();
+    let mut grouped = crate::parallel::ordered(&runs, |run| {
+        let mut groups = Groups::default();
+        for change in run.iter().filter(|c| c.action != Action::NoOp) {
+            groups
+                .entry((&change.kind, &change.name, change.action, &change.reason, detail(change)))
+                .or_default()
+                .push(&change.target);
+        }
+        groups
+    })
+    .into_iter();
+    let mut groups = grouped.next().unwrap_or_default();
+    for run in grouped {
+        for (key, targets) in run {
+            groups.entry(key).or_default().extend(targets);
+        }
+    }
+    groups
+}
+
+/// Same kind, name, action, reason and diff → one entry listing every target.
+// foldhash: one key per change, none chosen by an adversary.
+type Groups<'a> = IndexMap<GroupKey<'a>, Vec<&'a str>, foldhash::fast::RandomState>;
+
+/// Changes one thread groups at a time.
+const GROUP_RUN: usize = 32_768;
+
+/// One entry: its line, with its targets compressed, then its detail indented.
+fn entry_text((kind, name, action, reason, diff): &GroupKey<'_>, targets: &[&str]) -> String {
+    let mut targets = targets.to_vec();
+    targets.sort_unstable();
+    let mut out = String::new();
+    let _ =
+        writeln!(out, "  {} {kind} {name} on {}  ({reason})", action.sign(), hostlist::compress(targets.into_iter()));
+    if let Some(diff) = diff {
+        for line in diff.lines() {
+            let _ = writeln!(out, "      {line}");
+        }
+    }
     out
 }
 
@@ -182,4 +212,55 @@ pub fn summary_table(plan: &Plan) -> String {
 /// Serialization failure (not expected for this type).
 pub fn json(plan: &Plan) -> serde_json::Result<String> {
     serde_json::to_string_pretty(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(target: String, name: &str, action: Action) -> Change {
+        Change {
+            id: format!("{target}:file:{name}").into(),
+            target: target.into(),
+            kind: "file".into(),
+            name: name.into(),
+            action,
+            reason: "not applied yet".into(),
+            before: None,
+            after: None,
+            diff: None,
+            secret: false,
+            disruption: Disruption::None,
+            values: thin_vec::ThinVec::new(),
+        }
+    }
+
+    #[test]
+    fn groups_joined_across_runs_keep_first_appearance_and_every_target() {
+        // Three runs: `/etc/a` and `/etc/b` span them, `/etc/late` first shows in the
+        // last, `/etc/same` is a no-op everywhere.
+        let count = GROUP_RUN * 2 + 10;
+        let changes: Vec<Change> = (0..count)
+            .map(|i| {
+                let target = format!("node{i:06}");
+                match i {
+                    _ if i % 5 == 4 => change(target, "/etc/same", Action::NoOp),
+                    _ if i > GROUP_RUN * 2 => change(target, "/etc/late", Action::Create),
+                    _ if i % 2 == 0 => change(target, "/etc/a", Action::Create),
+                    _ => change(target, "/etc/b", Action::Update),
+                }
+            })
+            .collect();
+        let groups = group(&changes);
+        let names: Vec<&str> = groups.keys().map(|key| key.1).collect();
+        assert_eq!(names, ["/etc/a", "/etc/b", "/etc/late"]);
+        for ((_, name, ..), targets) in &groups {
+            let expected: Vec<&str> = changes
+                .iter()
+                .filter(|c| c.name.as_str() == *name && c.action != Action::NoOp)
+                .map(|c| c.target.as_str())
+                .collect();
+            assert_eq!(targets, &expected, "{name}: every target, in the order of the changes");
+        }
+    }
 }

@@ -18,7 +18,6 @@ pub mod links;
 pub mod lldp;
 pub mod monitoring;
 pub mod package_cache;
-pub mod parallel;
 pub mod roce_qos;
 pub mod slurm;
 pub mod switch;
@@ -217,7 +216,7 @@ pub fn render(
     // The host and switch stages (first and fifth) render per node and per switch: at
     // 4,096 nodes they are ~80% of the render. Started first, they run side by side and the small
     // stages fill in around them.
-    let outputs = parallel::ordered_longest_first(&stages, &[0, 4], |stage| {
+    let outputs = crate::parallel::ordered_longest_first(&stages, &[0, 4], |stage| {
         let mut out = Vec::new();
         // Each stage's per-node copies of the same thing become one as they are made,
         // and those changed after (`Arc::make_mut`) before the stage hands them over.

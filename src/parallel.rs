@@ -1,10 +1,10 @@
 //! Work spread over the machine's cores with results kept in input order.
 //!
-//! Stage: render (a helper). Input: items and a function of one item. Output: the
-//! function's results, in the order of the items, whichever thread made each one,
-//! so what is rendered in parallel is byte for byte what a sequential loop renders.
-//! `std::thread::scope` rather than a thread-pool crate: a render makes a handful of
-//! calls like this, each over items that already borrow the model.
+//! A helper of the render, graph and plan stages. Input: items and a function of one
+//! item. Output: the function's results, in the order of the items, whichever thread
+//! made each one, so what is made in parallel is byte for byte what a sequential
+//! loop makes. `std::thread::scope` rather than a thread-pool crate: a plan makes a
+//! handful of calls like this, each over items that already borrow the model.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
