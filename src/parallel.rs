@@ -50,6 +50,37 @@ pub fn ordered_longest_first<T: Sync, R: Send>(
     results.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).into_iter().flatten().collect()
 }
 
+/// `work` applied to consecutive runs of `run` slots of `slots` (its first slot's index
+/// and the run), on up to one thread per core, each writing its own slots in place;
+/// the runs' results in the order of the runs. What a sequential loop over one large
+/// output makes, without a second copy of it to join the runs.
+pub fn fill<T: Send, R: Send>(slots: &mut [T], run: usize, work: impl Fn(usize, &mut [T]) -> R + Sync) -> Vec<R> {
+    let runs: Vec<(usize, &mut [T])> =
+        slots.chunks_mut(run.max(1)).enumerate().map(|(number, slots)| (number * run.max(1), slots)).collect();
+    let count = runs.len();
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get).min(count);
+    if threads <= 1 {
+        return runs.into_iter().map(|(start, slots)| work(start, slots)).collect();
+    }
+    let pending = Mutex::new(runs.into_iter().enumerate());
+    let results: Mutex<Vec<Option<R>>> = Mutex::new((0..count).map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                while let Some((number, (start, slots))) = pending.lock().ok().and_then(|mut pending| pending.next()) {
+                    let result = work(start, slots);
+                    if let Ok(mut results) = results.lock() {
+                        results[number] = Some(result);
+                    }
+                }
+            });
+        }
+    });
+    // Every run was taken by exactly one thread, which stored its result; a thread that
+    // panicked re-raised its panic when the scope ended.
+    results.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).into_iter().flatten().collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,6 +98,22 @@ mod tests {
         });
         assert_eq!(results.iter().map(|(item, _)| *item).collect::<Vec<_>>(), items);
         assert!(ordered(&[] as &[u8], |_| 0).is_empty());
+    }
+
+    #[test]
+    fn runs_fill_their_own_slots_and_results_keep_the_order_of_the_runs() {
+        let mut slots = vec![0usize; 1000];
+        let starts = fill(&mut slots, 64, |start, run| {
+            for (offset, slot) in run.iter_mut().enumerate() {
+                *slot = start + offset;
+            }
+            (start, run.len())
+        });
+        assert_eq!(slots, (0..1000).collect::<Vec<_>>());
+        assert_eq!(starts.len(), 16);
+        assert!(starts.iter().enumerate().all(|(number, &(start, _))| start == number * 64));
+        assert_eq!(starts.last(), Some(&(960, 40)));
+        assert!(fill(&mut [] as &mut [u8], 4, |_, _| 0).is_empty());
     }
 
     #[test]

@@ -697,20 +697,7 @@ pub fn plan(
         change.action = Action::NoOp;
     }
     let warnings = firmware_warnings(firmware, observation, &changes);
-    Plan {
-        format_version: crate::plan::PLAN_FORMAT_VERSION,
-        toolkit_version: env!("CARGO_PKG_VERSION").to_owned(),
-        cluster: inputs.cluster,
-        blueprint_sha256: inputs.blueprint_sha256,
-        inventory_sha256: inputs.inventory_sha256,
-        blueprint_path: None,
-        inventory_path: None,
-        baseline: crate::plan::Baseline::Observed,
-        summary: crate::plan::Summary::of(&changes),
-        changes,
-        warnings,
-        rollout: None,
-    }
+    Plan { warnings, ..Plan::new(inputs, crate::plan::Baseline::Observed, changes) }
 }
 
 /// The state after the API stage: API resources that are as desired (no-ops, or

@@ -10,7 +10,7 @@
 //! place. A host's class is the worst of its changes. Pure and sync: the same plan
 //! always gives the same waves, and `deploy` runs exactly those.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::str::FromStr;
 
@@ -193,9 +193,10 @@ pub fn classify(
     // A plan lists the graph's resources in its order, then its removals: the change
     // at a position is the resource at that position of the order (same id), and only
     // a plan made otherwise looks its resources up by id.
-    let by_id: std::cell::OnceCell<std::collections::HashMap<&str, usize, foldhash::fast::RandomState>> =
-        std::cell::OnceCell::new();
-    let mut hosts: BTreeMap<String, HostDisruption> = BTreeMap::new();
+    let by_id: std::cell::OnceCell<HashMap<&str, usize, foldhash::fast::RandomState>> = std::cell::OnceCell::new();
+    // foldhash while the changes are read (one lookup per disruptive change, ~80,000
+    // at 4,096 nodes); name order only for the rollout.
+    let mut hosts: HashMap<&str, HostDisruption, foldhash::fast::RandomState> = HashMap::default();
     for (position, change) in plan.changes.iter_mut().enumerate() {
         let resource = graph
             .order
@@ -212,15 +213,11 @@ pub fn classify(
         if change.disruption == Disruption::None {
             continue;
         }
-        if !hosts.contains_key(change.target.as_str()) {
-            let host = HostDisruption {
-                class: Disruption::None,
-                because: Vec::new(),
-                schedulable: schedulable.contains(change.target.as_str()),
-            };
-            hosts.insert(change.target.to_string(), host);
-        }
-        let Some(host) = hosts.get_mut(change.target.as_str()) else { continue };
+        let host = hosts.entry(change.target.as_str()).or_insert_with(|| HostDisruption {
+            class: Disruption::None,
+            because: Vec::new(),
+            schedulable: schedulable.contains(change.target.as_str()),
+        });
         if change.disruption > host.class {
             host.class = change.disruption;
             host.because.clear();
@@ -229,6 +226,8 @@ pub fn classify(
             host.because.push(change.id.to_string());
         }
     }
+    let hosts: BTreeMap<String, HostDisruption> =
+        hosts.into_iter().map(|(name, host)| (name.to_owned(), host)).collect();
     let budget = max_unavailable.nodes(schedulable.len());
     let drained: Vec<String> = hosts
         .iter()

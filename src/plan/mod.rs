@@ -199,3 +199,25 @@ pub struct Plan {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutPlan>,
 }
+
+impl Plan {
+    /// A plan of `changes` made now from `inputs` against `baseline`, counted; no
+    /// warnings and no rollout yet.
+    #[must_use]
+    pub fn new(inputs: diff::PlanInputs, baseline: Baseline, changes: Vec<Change>) -> Self {
+        Self {
+            format_version: PLAN_FORMAT_VERSION,
+            toolkit_version: env!("CARGO_PKG_VERSION").to_owned(),
+            cluster: inputs.cluster,
+            blueprint_sha256: inputs.blueprint_sha256,
+            inventory_sha256: inputs.inventory_sha256,
+            blueprint_path: None,
+            inventory_path: None,
+            baseline,
+            summary: Summary::of(&changes),
+            changes,
+            warnings: Vec::new(),
+            rollout: None,
+        }
+    }
+}
