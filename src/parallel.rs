@@ -23,30 +23,7 @@ pub fn ordered_longest_first<T: Sync, R: Send>(
     longest: &[usize],
     work: impl Fn(&T) -> R + Sync,
 ) -> Vec<R> {
-    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get).min(items.len());
-    if threads <= 1 {
-        return items.iter().map(work).collect();
-    }
-    let schedule = schedule(items.len(), longest);
-    // Items are taken one at a time from a shared counter: a slow item does not hold
-    // back the others behind it.
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<R>>> = Mutex::new(items.iter().map(|_| None).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| {
-                while let Some(&index) = schedule.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let result = work(&items[index]);
-                    if let Ok(mut results) = results.lock() {
-                        results[index] = Some(result);
-                    }
-                }
-            });
-        }
-    });
-    // Every index of `schedule` (each index of `items` once) was taken by exactly one
-    // thread, which stored its result; a thread that panicked re-raised its panic when the scope ended.
-    results.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).into_iter().flatten().collect()
+    spread(&schedule(items.len(), longest), |index| work(&items[index]))
 }
 
 /// The order `count` items are taken in: those at `longest` first, then the others in order.
@@ -60,29 +37,43 @@ fn schedule(count: usize, longest: &[usize]) -> Vec<usize> {
 /// the runs' results in the order of the runs. What a sequential loop over one large
 /// output makes, without a second copy of it to join the runs.
 pub fn fill<T: Send, R: Send>(slots: &mut [T], run: usize, work: impl Fn(usize, &mut [T]) -> R + Sync) -> Vec<R> {
-    let runs: Vec<(usize, &mut [T])> =
-        slots.chunks_mut(run.max(1)).enumerate().map(|(number, slots)| (number * run.max(1), slots)).collect();
-    let count = runs.len();
-    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get).min(count);
+    let run = run.max(1);
+    // Each run behind its own lock, taken out by the one thread that works on it.
+    let runs: Vec<Mutex<Option<&mut [T]>>> = slots.chunks_mut(run).map(|slots| Mutex::new(Some(slots))).collect();
+    spread(&(0..runs.len()).collect::<Vec<_>>(), |number| {
+        // Always there: `spread` hands each number to one thread once.
+        let slots = runs[number].lock().ok().and_then(|mut slots| slots.take())?;
+        Some(work(number * run, slots))
+    })
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// `work` applied to every index of `schedule` (each of `0..schedule.len()` once),
+/// taken in that order one at a time from a shared counter by up to one thread per
+/// core, so a slow index does not hold back the others behind it; the results by index.
+fn spread<R: Send>(schedule: &[usize], work: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get).min(schedule.len());
     if threads <= 1 {
-        return runs.into_iter().map(|(start, slots)| work(start, slots)).collect();
+        return (0..schedule.len()).map(work).collect();
     }
-    let pending = Mutex::new(runs.into_iter().enumerate());
-    let results: Mutex<Vec<Option<R>>> = Mutex::new((0..count).map(|_| None).collect());
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<R>>> = Mutex::new(schedule.iter().map(|_| None).collect());
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| {
-                while let Some((number, (start, slots))) = pending.lock().ok().and_then(|mut pending| pending.next()) {
-                    let result = work(start, slots);
+                while let Some(&index) = schedule.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let result = work(index);
                     if let Ok(mut results) = results.lock() {
-                        results[number] = Some(result);
+                        results[index] = Some(result);
                     }
                 }
             });
         }
     });
-    // Every run was taken by exactly one thread, which stored its result; a thread that
-    // panicked re-raised its panic when the scope ended.
+    // Every index was taken by exactly one thread, which stored its result; a thread
+    // that panicked re-raised its panic when the scope ended.
     results.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).into_iter().flatten().collect()
 }
 

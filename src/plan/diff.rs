@@ -70,14 +70,13 @@ fn compare<'s>(
     // each run writing its own changes in place.
     let mut changes: Vec<Change> = std::iter::repeat_with(unfilled).take(graph.order.len()).collect();
     let compared = crate::parallel::fill(&mut changes, COMPARE_RUN, |start, slots| {
-        compare_run(graph, described, &recorded, contents, &graph.order[start..start + slots.len()], slots)
+        compare_run(graph, described, &recorded, contents, start, slots)
     });
     let changed_files: Vec<&HashSet<&str, RandomState>> = compared.iter().map(|run| &run.changed_files).collect();
     // How many records a desired resource has: when all do, none is a removal.
     let mut desired_recorded = 0;
     for (number, run) in compared.iter().enumerate() {
         desired_recorded += run.recorded;
-        let run_changes = &mut changes[number * COMPARE_RUN..];
         for waiting in &run.waiting {
             // The first watched file changed anywhere before the service: in an earlier
             // run, or earlier in its own.
@@ -86,13 +85,12 @@ fn compare<'s>(
                 .iter()
                 .position(|file| changed_files[..number].iter().any(|files| files.contains(file.as_str())));
             let Some(first) = in_earlier.into_iter().chain(waiting.in_run).min() else { continue };
-            let change = &mut run_changes[waiting.at];
+            let change = &mut changes[waiting.at];
             change.action = Action::Update;
             change.reason =
                 Text::from(format!("{}: `{}` changed", waiting.verb, file_name(waiting.watches[first].as_str())));
         }
     }
-    drop(changed_files);
     drop(compared);
     // Only records of no desired resource (ids are unique in a graph) are removals.
     if let Some(state) = removable
@@ -106,20 +104,7 @@ fn compare<'s>(
 
 /// A slot [`compare_run`] fills: empty texts allocate nothing.
 fn unfilled() -> Change {
-    Change {
-        id: Text::default(),
-        target: Text::default(),
-        kind: Text::default(),
-        name: Text::default(),
-        action: Action::NoOp,
-        reason: Text::default(),
-        before: None,
-        after: None,
-        diff: None,
-        secret: false,
-        disruption: crate::resource::Disruption::None,
-        values: ThinVec::new(),
-    }
+    Change::new(Text::default(), Text::default(), Text::default(), Text::default(), Action::NoOp, Text::default())
 }
 
 /// Resources of the order one thread compares at a time.
@@ -138,7 +123,7 @@ struct Compared<'g> {
 
 /// An unchanged service that watches files, in the changes of its run.
 struct Waiting<'g> {
-    /// Its position in the run's changes.
+    /// Its position in the plan's changes.
     at: usize,
     watches: &'g [ResourceId],
     /// The first of `watches` changed earlier in its own run.
@@ -146,15 +131,17 @@ struct Waiting<'g> {
     verb: &'static str,
 }
 
-/// Compares the resources at `run` (graph indexes in order) into `changes`, one slot each.
+/// Compares the resources of the order from position `start` on into `changes`, one
+/// slot each.
 fn compare_run<'g, 's>(
     graph: &'g ResourceGraph,
     described: &Described,
     recorded: &impl Fn(usize, &str) -> Option<&'s Recorded>,
     contents: &Contents,
-    run: &[usize],
+    start: usize,
     changes: &mut [Change],
 ) -> Compared<'g> {
+    let run = &graph.order[start..start + changes.len()];
     // foldhash: ids at scale, none chosen by an adversary.
     let mut changed_files: HashSet<&str, RandomState> = HashSet::default();
     let mut waiting = Vec::new();
@@ -206,7 +193,7 @@ fn compare_run<'g, 's>(
                 OnChange::Reload => "reload",
             };
             let in_run = watches.iter().position(|w| changed_files.contains(w.as_str()));
-            waiting.push(Waiting { at, watches, in_run, verb });
+            waiting.push(Waiting { at: start + at, watches, in_run, verb });
         }
         let mut file_diff = None;
         let mut secret = false;

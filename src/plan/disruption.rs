@@ -364,20 +364,14 @@ pub(crate) mod tests {
 
     #[test]
     fn a_reload_is_none_and_a_restart_is_restart() {
-        let reload = Change {
-            id: "n:service:lldpd".into(),
-            target: "n".into(),
-            kind: "service".into(),
-            name: "lldpd".into(),
-            action: Action::Update,
-            reason: "reload: `/etc/lldpd.d/toolkit.conf` changed".into(),
-            before: None,
-            after: None,
-            diff: None,
-            secret: false,
-            disruption: Disruption::None,
-            values: thin_vec::ThinVec::new(),
-        };
+        let reload = Change::new(
+            "n:service:lldpd".into(),
+            "n".into(),
+            "service".into(),
+            "lldpd".into(),
+            Action::Update,
+            "reload: `/etc/lldpd.d/toolkit.conf` changed".into(),
+        );
         let unit = Desired::Service {
             name: "lldpd".into(),
             enabled: true,

@@ -101,6 +101,27 @@ pub struct Change {
     pub values: ThinVec<ValueChange>,
 }
 
+impl Change {
+    /// A change with no fingerprints, diff, values or disruption yet.
+    #[must_use]
+    pub fn new(id: Text, target: Text, kind: Text, name: Text, action: Action, reason: Text) -> Self {
+        Self {
+            id,
+            target,
+            kind,
+            name,
+            action,
+            reason,
+            before: None,
+            after: None,
+            diff: None,
+            secret: false,
+            disruption: Disruption::None,
+            values: ThinVec::new(),
+        }
+    }
+}
+
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde passes a reference
 fn is_none(disruption: &Disruption) -> bool {
     *disruption == Disruption::None

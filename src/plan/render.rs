@@ -219,20 +219,8 @@ mod tests {
     use super::*;
 
     fn change(target: String, name: &str, action: Action) -> Change {
-        Change {
-            id: format!("{target}:file:{name}").into(),
-            target: target.into(),
-            kind: "file".into(),
-            name: name.into(),
-            action,
-            reason: "not applied yet".into(),
-            before: None,
-            after: None,
-            diff: None,
-            secret: false,
-            disruption: Disruption::None,
-            values: thin_vec::ThinVec::new(),
-        }
+        let id = format!("{target}:file:{name}");
+        Change::new(id.into(), target.into(), "file".into(), name.into(), action, "not applied yet".into())
     }
 
     #[test]
