@@ -214,7 +214,7 @@ fn petgraph_of(count: usize, dependents: &Adjacency) -> DiGraph<(), ()> {
 /// small allocations, ~6 MB of heap (heaptrack) kept for as long as the plan lives.
 fn forget_dependency_ids(resources: &mut [Resource]) {
     for resource in resources {
-        resource.depends_on = Vec::new();
+        resource.depends_on = crate::resource::Dependencies::new();
     }
 }
 

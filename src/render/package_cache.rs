@@ -202,7 +202,11 @@ mod tests {
         assert!(daemon.depends_on.contains(&conf.id));
         let proxy = find(&out, &format!("dgx001:file:{APT_PROXY}"));
         assert!(text(proxy).contains("Acquire::http::Proxy \"http://"), "{}", text(proxy));
-        assert_eq!(proxy.depends_on, std::slice::from_ref(&daemon.id), "the cache runs before any node uses it");
+        assert_eq!(
+            proxy.depends_on.as_slice(),
+            std::slice::from_ref(&daemon.id),
+            "the cache runs before any node uses it"
+        );
         assert!(
             out.iter().all(|r| r.id.as_str() != format!("mgmt01:file:{APT_PROXY}")),
             "the cache host fetches itself"
