@@ -83,8 +83,14 @@ impl Content {
     /// and those render with texts.
     #[must_use]
     pub fn hash_only(text: &str) -> Self {
-        let sha256 = hex::encode(Sha256::digest(text.as_bytes()));
-        Self(Arc::new(ContentInner { text: String::new(), sha256, kept: false }))
+        Self::of_digest(&Sha256::digest(text.as_bytes()))
+    }
+
+    /// The content whose text hashes to `digest`, without the text: for text streamed
+    /// into the hash as it was made ([`Content::hash_only`] of text never held).
+    #[must_use]
+    pub fn of_digest(digest: &[u8]) -> Self {
+        Self(Arc::new(ContentInner { text: String::new(), sha256: hex::encode(digest), kept: false }))
     }
 
     /// Whether the text was kept (not [`Content::hash_only`]).
@@ -458,6 +464,14 @@ impl Resource {
         Self { id, target, desired, depends_on: Dependencies::new(), disruption: Disruption::None }
     }
 
+    /// A resource of what `desired` holds, already shared by the caller with the other
+    /// targets that want the same: nothing is built, hashed or compared.
+    #[must_use]
+    pub fn shared(target: Target, name: &str, desired: Arc<Desired>) -> Self {
+        let id = ResourceId::new(&target.name, desired.kind(), name);
+        Self { id, target, desired, depends_on: Dependencies::new(), disruption: Disruption::None }
+    }
+
     /// Declares what a change of this resource does to running work.
     #[must_use]
     pub fn disrupts(mut self, disruption: Disruption) -> Self {
@@ -524,6 +538,12 @@ impl SharedDesired {
     /// Points every resource of `resources` at the copy already seen of what it wants.
     pub fn share(&mut self, resources: &mut [Resource]) {
         for resource in resources {
+            // Held elsewhere too: a copy seen (this set holds one) or shared by its
+            // maker; only a copy of its own (made outside a stage, or changed after
+            // with `Arc::make_mut`) is looked up, not every resource hashed again.
+            if Arc::strong_count(&resource.desired) > 1 {
+                continue;
+            }
             match self.seen.get(&*resource.desired) {
                 Some(shared) => resource.desired = Arc::clone(shared),
                 None => {

@@ -62,22 +62,34 @@ pub(crate) fn load_modules(
 /// new and a value changed by hand since is set again. Keys and values come from the
 /// rendered `content` itself, the one source of both. No undo: the kernel's previous
 /// values are not known, and the file's removal takes effect at the next boot.
-pub(crate) fn sysctl_apply(target: &Target, name: &str, path: &str, content: &Content, description: &str) -> Resource {
-    let wanted = sysctl_settings(content.text());
-    let mut read = vec!["sysctl".to_owned(), "-n".to_owned()];
-    read.extend(wanted.iter().map(|(key, _)| key.clone()));
-    Resource::new(
-        target.clone(),
-        name,
-        Desired::Command {
+///
+/// Made once per content and put [`on`](SysctlApply::on) each target: the keys of a
+/// node's rails are ~100 strings, parsed and copied once, not per node.
+pub(crate) struct SysctlApply {
+    name: &'static str,
+    desired: std::sync::Arc<Desired>,
+}
+
+impl SysctlApply {
+    pub(crate) fn new(name: &'static str, path: &str, content: &Content, description: &str) -> Self {
+        let wanted = sysctl_settings(content.text());
+        let mut read = vec!["sysctl".to_owned(), "-n".to_owned()];
+        read.extend(wanted.iter().map(|(key, _)| key.clone()));
+        let desired = Desired::Command {
             argv: vec!["sysctl".to_owned(), "-p".to_owned(), path.to_owned()],
             creates: None,
             unless: None,
             description: description.to_owned(),
             undo: None,
             reads: Some(Reads { argv: read, wanted }),
-        },
-    )
+        };
+        Self { name, desired: std::sync::Arc::new(desired) }
+    }
+
+    /// The command on `target`.
+    pub(crate) fn on(&self, target: &Target) -> Resource {
+        Resource::shared(target.clone(), self.name, std::sync::Arc::clone(&self.desired))
+    }
 }
 
 /// `key = value` lines of a sysctl.d file (sysctl.d(5)): comments and blank lines
@@ -202,7 +214,7 @@ mod tests {
         );
         let target = Target::node("node01");
         let content = Content::new("net.ipv4.ip_forward = 1\nnet/ipv4/conf/all/rp_filter = 2\n".to_owned());
-        let resource = sysctl_apply(&target, "sysctl-test", "/etc/sysctl.d/t.conf", &content, "apply");
+        let resource = SysctlApply::new("sysctl-test", "/etc/sysctl.d/t.conf", &content, "apply").on(&target);
         let Desired::Command { argv, reads: Some(reads), creates: None, unless: None, .. } = &*resource.desired else {
             panic!("{resource:?}");
         };

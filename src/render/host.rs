@@ -26,7 +26,7 @@ use serde::Serialize;
 use crate::blueprint::schema::{FabricKind, FilesystemKind};
 use crate::inventory::Inventory;
 use crate::model::{Filesystem, Model, Node, network};
-use crate::render::common::{apply_once, file, package, service, sysctl_apply};
+use crate::render::common::{SysctlApply, apply_once, file, package, service};
 use crate::render::links::{LinkName, LinkNamer};
 use crate::render::switch;
 use crate::render::{RenderError, Renderer};
@@ -201,8 +201,9 @@ struct RailRenderer<'a> {
     infiniband: bool,
     /// Per switch: the resources that make its config live.
     leaf_configs: Vec<Vec<ResourceId>>,
-    /// Per group: the rail sysctl content (same netdev names on every node of a group).
-    sysctl: Vec<Option<Content>>,
+    /// Per group: the rail sysctl content (same netdev names on every node of a group)
+    /// and the command that applies it.
+    sysctl: Vec<Option<(Content, SysctlApply)>>,
 }
 
 impl<'a> RailRenderer<'a> {
@@ -233,8 +234,15 @@ impl<'a> RailRenderer<'a> {
                     return Ok(None);
                 };
                 let netdevs = first.rails.iter().map(|rail| rail.netdev.as_str()).collect();
-                let text = renderer.render("host/sysctl-rails.conf.j2", SysctlContext { netdevs })?;
-                Ok(Some(Content::new(text)))
+                let content = Content::new(renderer.render("host/sysctl-rails.conf.j2", SysctlContext { netdevs })?);
+                // After netplan: per-interface keys fail until the (renamed) interfaces exist.
+                let apply = SysctlApply::new(
+                    "sysctl-rails",
+                    RAILS_SYSCTL,
+                    &content,
+                    "apply ARP and reverse-path settings of the rail interfaces",
+                );
+                Ok(Some((content, apply)))
             })
             .collect::<Result<_, RenderError>>()?;
         let infiniband = model.fabric.kind == FabricKind::Infiniband;
@@ -334,17 +342,9 @@ impl<'a> RailRenderer<'a> {
         .disrupts(Disruption::Drain);
         let netplan_apply_id = netplan_apply.id.clone();
         resources.extend([netplan_package, netplan_file, generate, networkd, netplan_apply]);
-        if let Some(Some(sysctl)) = self.sysctl.get(node.group) {
+        if let Some(Some((sysctl, apply))) = self.sysctl.get(node.group) {
             let sysctl_file = file(target, RAILS_SYSCTL, sysctl.clone(), 0o644);
-            // After netplan: per-interface keys fail until the (renamed) interfaces exist.
-            let sysctl_apply = sysctl_apply(
-                target,
-                "sysctl-rails",
-                RAILS_SYSCTL,
-                sysctl,
-                "apply ARP and reverse-path settings of the rail interfaces",
-            )
-            .after([sysctl_file.id.clone(), netplan_apply_id]);
+            let sysctl_apply = apply.on(target).after([sysctl_file.id.clone(), netplan_apply_id]);
             resources.extend([sysctl_file, sysctl_apply]);
         }
         out.extend(resources);

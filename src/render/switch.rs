@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::blueprint::schema::{FabricKind, InfinibandSpec, RoceMode, RoceQos, SubnetManagerKind};
 use crate::inventory::{Inventory, SwitchOs};
 use crate::model::Model;
-use crate::render::common::{apply_once, owned_file, package, sysctl_apply};
+use crate::render::common::{SysctlApply, apply_once, owned_file, package};
 use crate::render::links::{LinkName, LinkNamer};
 use crate::render::{RenderError, Renderer};
 use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target};
@@ -334,14 +334,19 @@ impl<'a> SwitchView<'a> {
 struct FrrShared {
     daemons: Content,
     sysctl: Content,
+    sysctl_apply: SysctlApply,
 }
 
 impl FrrShared {
     fn render(renderer: &Renderer) -> Result<Self, RenderError> {
-        Ok(Self {
-            daemons: Content::new(renderer.render("frr/daemons.j2", ())?),
-            sysctl: Content::new(renderer.render("frr/sysctl.conf.j2", ())?),
-        })
+        let sysctl = Content::new(renderer.render("frr/sysctl.conf.j2", ())?);
+        let sysctl_apply = SysctlApply::new(
+            FRR_SYSCTL_APPLY,
+            FRR_SYSCTL,
+            &sysctl,
+            "apply forwarding and IPv6 sysctls (BGP unnumbered needs IPv6 link-local)",
+        );
+        Ok(Self { daemons: Content::new(renderer.render("frr/daemons.j2", ())?), sysctl, sysctl_apply })
     }
 }
 
@@ -375,14 +380,7 @@ fn render_frr(
         *check = Some(["vtysh", "--dryrun", "-f", "{}"].map(str::to_owned).to_vec());
     }
     let sysctl = owned_file(&target, FRR_SYSCTL, shared.sysctl.clone(), 0o644, "root", "root");
-    let sysctl_apply = sysctl_apply(
-        &target,
-        FRR_SYSCTL_APPLY,
-        FRR_SYSCTL,
-        &shared.sysctl,
-        "apply forwarding and IPv6 sysctls (BGP unnumbered needs IPv6 link-local)",
-    )
-    .after([sysctl.id.clone()]);
+    let sysctl_apply = shared.sysctl_apply.on(&target).after([sysctl.id.clone()]);
     // Reload, not restart: `frrinit.sh reload` restarts only watchfrr (which starts
     // daemons newly enabled in `daemons`, e.g. bgpd on first deploy) and applies
     // frr.conf as a diff with frr-reload.py, so sessions to unchanged neighbours stay

@@ -28,7 +28,7 @@ use crate::inventory::secrets::resolve;
 use crate::model::Model;
 use crate::model::kubeadm::{self, KubeNode, KubeadmModel};
 use crate::render::common::{
-    apt_update, file, load_modules, package, pinned_install, secret_file, service, sysctl_apply, unwatched_service,
+    SysctlApply, apt_update, file, load_modules, package, pinned_install, secret_file, service, unwatched_service,
 };
 use crate::render::gpu_stack::is_fake;
 use crate::render::{RenderError, Renderer, package_cache};
@@ -350,7 +350,8 @@ fn node_resources(
     .after([modules.id.clone()]);
     let sysctl_file = file(target, SYSCTL, files.sysctl.clone(), 0o644);
     // The bridge keys exist only once br_netfilter is loaded.
-    let sysctl = sysctl_apply(target, "sysctl-kubernetes", SYSCTL, &files.sysctl, "apply Kubernetes' sysctls")
+    let sysctl = SysctlApply::new("sysctl-kubernetes", SYSCTL, &files.sysctl, "apply Kubernetes' sysctls")
+        .on(target)
         .after([sysctl_file.id.clone(), load.id.clone()]);
     let swap = swap_off(target);
 
