@@ -63,7 +63,7 @@ impl std::hash::Hash for Content {
 struct ContentInner {
     text: String,
     sha256: String,
-    /// False when only the hash was kept ([`Content::hash_only`]).
+    /// False when only the hash was kept ([`Content::of_digest`]).
     kept: bool,
 }
 
@@ -77,23 +77,17 @@ impl Content {
         Self(Arc::new(ContentInner { text, sha256, kept: true }))
     }
 
-    /// The hash of `text`, without the text: for a plan that neither shows nor writes
-    /// it (a switch's FRR configuration is ~20 KB, and a large fabric has thousands).
-    /// [`Content::text`] is then empty; only what applies or writes files needs it,
-    /// and those render with texts.
-    #[must_use]
-    pub fn hash_only(text: &str) -> Self {
-        Self::of_digest(&Sha256::digest(text.as_bytes()))
-    }
-
-    /// The content whose text hashes to `digest`, without the text: for text streamed
-    /// into the hash as it was made ([`Content::hash_only`] of text never held).
+    /// The content whose text hashes to `digest` (SHA-256), without the text: for a
+    /// plan that neither shows nor writes it (a switch's FRR configuration is ~20 KB,
+    /// and a large fabric has thousands), the text streamed into the hash as it was
+    /// rendered. [`Content::text`] is then empty; only what applies or writes files
+    /// needs it, and those render with texts.
     #[must_use]
     pub fn of_digest(digest: &[u8]) -> Self {
         Self(Arc::new(ContentInner { text: String::new(), sha256: hex::encode(digest), kept: false }))
     }
 
-    /// Whether the text was kept (not [`Content::hash_only`]).
+    /// Whether the text was kept (not [`Content::of_digest`]).
     #[must_use]
     pub fn has_text(&self) -> bool {
         self.0.kept
@@ -456,12 +450,11 @@ impl Resource {
     /// A resource whose id is derived from target, kind and `name`.
     #[must_use]
     pub fn new(target: Target, name: &str, desired: Desired) -> Self {
-        let id = ResourceId::new(&target.name, desired.kind(), name);
         let desired = STAGE_SHARING.with_borrow_mut(|sharing| match sharing {
             Some(sharing) => sharing.intern(desired),
             None => Arc::new(desired),
         });
-        Self { id, target, desired, depends_on: Dependencies::new(), disruption: Disruption::None }
+        Self::shared(target, name, desired)
     }
 
     /// A resource of what `desired` holds, already shared by the caller with the other
@@ -603,7 +596,7 @@ mod tests {
     #[test]
     fn content_kept_as_a_hash_only_hashes_as_the_text() {
         let text = "router bgp 65000\n";
-        let hashed = Content::hash_only(text);
+        let hashed = Content::of_digest(&Sha256::digest(text.as_bytes()));
         assert_eq!(hashed.sha256(), Content::new(text.to_owned()).sha256());
         assert!(!hashed.has_text() && hashed.text().is_empty());
         assert!(Content::new(String::new()).has_text());

@@ -154,7 +154,7 @@ impl Renderer {
         self.template(name)?
             .render_captured_to(minijinja::value::Serde(context), &mut hashing)
             .map_err(|source| RenderError::Template { template: name.to_owned(), source })?;
-        Ok(Content::of_digest(hashing.finish().as_ref()))
+        Ok(Content::of_digest(&hashing.0.finalize()))
     }
 
     /// Renders template `name` with `context`.
@@ -172,39 +172,13 @@ impl Renderer {
     }
 }
 
-/// SHA-256 of what a template writes, fed a block at a time: a template writes in
-/// pieces of a few bytes, each too small to be worth a call into the hash.
-struct HashingWriter {
-    hash: Sha256,
-    block: [u8; 4096],
-    filled: usize,
-}
-
-impl Default for HashingWriter {
-    fn default() -> Self {
-        Self { hash: Sha256::new(), block: [0; 4096], filled: 0 }
-    }
-}
-
-impl HashingWriter {
-    fn finish(mut self) -> impl AsRef<[u8]> {
-        self.hash.update(&self.block[..self.filled]);
-        self.hash.finalize()
-    }
-}
+/// SHA-256 of what a template writes (sha2's hashes are not `io::Write`).
+#[derive(Default)]
+struct HashingWriter(Sha256);
 
 impl std::io::Write for HashingWriter {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        if self.filled + bytes.len() > self.block.len() {
-            self.hash.update(&self.block[..self.filled]);
-            self.filled = 0;
-            if bytes.len() > self.block.len() {
-                self.hash.update(bytes);
-                return Ok(bytes.len());
-            }
-        }
-        self.block[self.filled..self.filled + bytes.len()].copy_from_slice(bytes);
-        self.filled += bytes.len();
+        self.0.update(bytes);
         Ok(bytes.len())
     }
 
