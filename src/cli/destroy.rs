@@ -48,7 +48,7 @@ pub fn destroy_plan(cluster: &str, instances: &[Instance], inputs: plan::diff::P
                 diff: None,
                 secret: false,
                 disruption: crate::resource::Disruption::None,
-                values: thin_vec::ThinVec::new(),
+                values: crate::plan::Values::default(),
             }
         })
         .collect();

@@ -272,7 +272,7 @@ pub fn changes(graph: &ResourceGraph, observation: &ApiObservation) -> Vec<Chang
             diff: None,
             secret: false,
             disruption: crate::resource::Disruption::None,
-            values: thin_vec::ThinVec::new(),
+            values: crate::plan::Values::default(),
         });
     }
     changes

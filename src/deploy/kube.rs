@@ -238,7 +238,7 @@ pub fn plan(changes: &mut Vec<Change>, graph: &ResourceGraph, observation: &Kube
             diff: None,
             secret: false,
             disruption: crate::resource::Disruption::None,
-            values: thin_vec::ThinVec::new(),
+            values: crate::plan::Values::default(),
         });
     }
 }

@@ -327,7 +327,7 @@ mod tests {
                 diff: None,
                 secret: false,
                 disruption: crate::resource::Disruption::None,
-                values: thin_vec::ThinVec::new(),
+                values: crate::plan::Values::default(),
             }],
             warnings: Vec::new(),
             rollout: None,

@@ -55,7 +55,7 @@ pub fn diff(desired: &[ApiDesired], observed: &Observed) -> Vec<Change> {
                 diff,
                 secret: false,
                 disruption: crate::resource::Disruption::None,
-                values: thin_vec::ThinVec::new(),
+                values: crate::plan::Values::default(),
             }
         })
         .collect()

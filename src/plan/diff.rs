@@ -9,12 +9,11 @@ use std::collections::{HashMap, HashSet};
 
 use foldhash::fast::RandomState;
 use similar::TextDiff;
-use thin_vec::ThinVec;
 
 use super::described::Described;
 use super::removal;
 use super::state::{Contents, Recorded, State};
-use super::{Action, Baseline, Change, Plan, ValueChange};
+use super::{Action, Baseline, Change, Plan, ValueChange, Values};
 use crate::graph::ResourceGraph;
 use crate::resource::{Desired, OnChange, ResourceId, values_of};
 use crate::text::{Interner, Text};
@@ -151,7 +150,7 @@ fn compare_run<'g, 's>(
     let (not_applied, as_recorded) = (texts.get("not applied yet"), texts.get("as recorded"));
     // A value-setting command's values, by fingerprints before and after: the same
     // for every node, parsed once and shared.
-    let mut values_cache: HashMap<(Option<&str>, Text), ThinVec<ValueChange>, RandomState> = HashMap::default();
+    let mut values_cache: HashMap<(Option<&str>, Text), Values, RandomState> = HashMap::default();
 
     let mut desired_recorded = 0;
     for (at, &index) in run.iter().enumerate() {
@@ -173,7 +172,7 @@ fn compare_run<'g, 's>(
                 let before = recorded.map(|r| r.fingerprint.as_str());
                 values_cache.entry((before, after.clone())).or_insert_with(|| value_changes(before, &after)).clone()
             }
-            _ => ThinVec::new(),
+            _ => Values::default(),
         };
         if action == Action::Update && !values.is_empty() {
             let keys: Vec<&str> = values.iter().map(|value| value.key.as_str()).collect();
@@ -267,8 +266,8 @@ fn describe_update(before: &str, after: &str) -> String {
 
 /// The values of a value-setting command that change: every one when nothing (or
 /// no values) was there before, else those that differ.
-fn value_changes(before: Option<&str>, after: &str) -> ThinVec<ValueChange> {
-    let Some(after) = values_of(after) else { return ThinVec::new() };
+fn value_changes(before: Option<&str>, after: &str) -> Values {
+    let Some(after) = values_of(after) else { return Values::default() };
     let before: Option<HashMap<String, String>> = before.and_then(values_of).map(|values| values.into_iter().collect());
     after
         .into_iter()
@@ -458,7 +457,7 @@ mod tests {
         let change = &changed.changes[0];
         assert_eq!((change.action, change.reason.as_str()), (Action::Update, "GrpTRES changed"));
         assert_eq!(
-            change.values,
+            *change.values,
             [ValueChange { key: "GrpTRES".into(), before: Some("gres/gpu=8".into()), after: "gres/gpu=4".into() }]
         );
         let same = plan(vec![limits("gres/gpu=8")], &state);

@@ -18,7 +18,6 @@ pub mod state;
 pub mod undo;
 
 use serde::{Deserialize, Serialize};
-use thin_vec::ThinVec;
 
 pub use diff::diff;
 pub use disruption::{MaxUnavailable, RolloutPlan};
@@ -94,11 +93,9 @@ pub struct Change {
     #[serde(default, skip_serializing_if = "is_none")]
     pub disruption: Disruption,
     /// The values a value-setting command sets: on create every one, on update those
-    /// that differ, each with its value before and after. A `ThinVec`: one pointer,
-    /// nothing allocated when empty, since nearly every entry has none (at 4,096
-    /// nodes a `Vec` here was 3.7 MB of plan).
-    #[serde(default, skip_serializing_if = "ThinVec::is_empty")]
-    pub values: ThinVec<ValueChange>,
+    /// that differ, each with its value before and after.
+    #[serde(default, skip_serializing_if = "Values::is_empty")]
+    pub values: Values,
 }
 
 impl Change {
@@ -117,7 +114,7 @@ impl Change {
             diff: None,
             secret: false,
             disruption: Disruption::None,
-            values: ThinVec::new(),
+            values: Values::default(),
         }
     }
 }
@@ -125,6 +122,53 @@ impl Change {
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde passes a reference
 fn is_none(disruption: &Disruption) -> bool {
     *disruption == Disruption::None
+}
+
+/// The values of one change ([`Change::values`]), read as a slice. One pointer, and
+/// nothing allocated when empty, since nearly every entry has none (at 4,096 nodes a
+/// `Vec` here was 3.7 MB of plan); shared, since every node's copy of a command sets
+/// the same values (at 4,096 nodes a copy per node was 2.6 MB).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Values(Option<std::sync::Arc<Vec<ValueChange>>>);
+
+impl Values {
+    /// The values in `values`; none allocates nothing.
+    #[must_use]
+    pub fn new(values: Vec<ValueChange>) -> Self {
+        Self((!values.is_empty()).then(|| std::sync::Arc::new(values)))
+    }
+
+    /// Whether there are none.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+}
+
+impl Serialize for Values {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        <[ValueChange]>::serialize(self, serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Values {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Vec::deserialize(deserializer).map(Self::new)
+    }
+}
+
+impl std::ops::Deref for Values {
+    type Target = [ValueChange];
+
+    fn deref(&self) -> &[ValueChange] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
+    }
+}
+
+impl FromIterator<ValueChange> for Values {
+    fn from_iter<I: IntoIterator<Item = ValueChange>>(values: I) -> Self {
+        Self::new(values.into_iter().collect())
+    }
 }
 
 /// One value a command sets, before → after (`GrpTRES`: `gres/gpu=8` → `gres/gpu=4`).

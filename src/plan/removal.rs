@@ -81,7 +81,7 @@ pub fn changes(state: &State, desired: &HashSet<&str, RandomState>, api: bool) -
                 diff: None,
                 secret: recorded.secret,
                 disruption: crate::resource::Disruption::None,
-                values: thin_vec::ThinVec::new(),
+                values: crate::plan::Values::default(),
                 id: removal.id.into(),
                 target: removal.target.into(),
             })

@@ -97,7 +97,7 @@ fn set_back(host: &str, bios: &BiosSettings, setting: &PendingSetting) -> Change
         diff: None,
         secret: false,
         disruption: Disruption::None,
-        values: thin_vec::ThinVec::new(),
+        values: crate::plan::Values::default(),
     }
 }
 
