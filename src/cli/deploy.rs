@@ -411,8 +411,8 @@ impl deploy::ops::Review for Prompt<'_> {
             .iter()
             .filter(|change| change.action != Action::NoOp)
             .filter(|change| {
-                deploy::api::is_api_kind(&change.kind)
-                    && change.kind != crate::resource::api::KUBERNETES_KIND
+                deploy::api::is_api_kind(change.kind())
+                    && change.kind() != crate::resource::api::KUBERNETES_KIND
                     && !deploy::firmware::in_rollout_wave(change)
             })
             .count();

@@ -38,8 +38,6 @@ pub fn destroy_plan(cluster: &str, instances: &[Instance], inputs: plan::diff::P
             let node = instance.tag(NODE_TAG).unwrap_or(&instance.id).to_owned();
             Change {
                 id: format!("{node}:instance:{cluster}").into(),
-                target: node.into(),
-                kind: "instance".into(),
                 name: cluster.into(),
                 action: Action::Remove,
                 reason: format!("terminate `{}` ({})", instance.id, instance.state.name).into(),

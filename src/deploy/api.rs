@@ -200,8 +200,8 @@ pub fn changes(graph: &ResourceGraph, observation: &ApiObservation) -> Vec<Chang
     }
     let power: BTreeMap<String, Option<Text>> = changes
         .iter()
-        .filter(|change| change.kind == "power")
-        .map(|change| (change.target.to_string(), change.before.clone()))
+        .filter(|change| change.kind() == "power")
+        .map(|change| (change.target().to_string(), change.before.clone()))
         .collect();
     let waits = |target: &str| {
         observation.schedulable.contains(target)
@@ -210,30 +210,30 @@ pub fn changes(graph: &ResourceGraph, observation: &ApiObservation) -> Vec<Chang
     // Nodes the API stage restarts: BIOS or firmware changing, not left to a wave.
     let restarting: BTreeMap<String, bool> = changes
         .iter()
-        .filter(|change| firmware::is_bmc_side(&change.kind) && change.action != Action::NoOp)
-        .filter(|change| !waits(&change.target))
+        .filter(|change| firmware::is_bmc_side(change.kind()) && change.action != Action::NoOp)
+        .filter(|change| !waits(change.target()))
         .fold(BTreeMap::new(), |mut hosts, change| {
-            *hosts.entry(change.target.to_string()).or_default() |= change.kind == "firmware";
+            *hosts.entry(change.target().to_string()).or_default() |= change.kind() == "firmware";
             hosts
         });
     for change in &mut changes {
-        let is_on = power.get(change.target.as_str()).is_some_and(|before| before.as_deref() == Some("On"));
+        let is_on = power.get(change.target()).is_some_and(|before| before.as_deref() == Some("On"));
         if let Some(reason) = observation
             .unreachable
-            .get(change.target.as_str())
-            .or_else(|| observation.unreachable.get(CLOUD_TARGET).filter(|_| is_cloud_kind(&change.kind)))
+            .get(change.target())
+            .or_else(|| observation.unreachable.get(CLOUD_TARGET).filter(|_| is_cloud_kind(change.kind())))
         {
             change.reason = format!("not observed: {reason}").into();
             continue;
         }
-        match change.kind.as_str() {
+        match change.kind() {
             "boot" if is_on && change.action != Action::NoOp => {
                 change.action = Action::NoOp;
                 change.reason = "node is on: PXE boot only when it is provisioned".into();
             }
-            "power" if change.action == Action::NoOp && is_on && restarting.contains_key(change.target.as_str()) => {
+            "power" if change.action == Action::NoOp && is_on && restarting.contains_key(change.target()) => {
                 change.action = Action::Update;
-                change.reason = if restarting[change.target.as_str()] {
+                change.reason = if restarting[change.target()] {
                     "restart: BIOS settings and firmware apply at boot".into()
                 } else {
                     "restart: BIOS settings apply at boot".into()
@@ -248,10 +248,10 @@ pub fn changes(graph: &ResourceGraph, observation: &ApiObservation) -> Vec<Chang
     // A schedulable node that is on is reset only in its wave; overwriting values
     // queued on its BMC (`pending on BMC: …`) resets nothing and stays here.
     for change in &mut changes {
-        let wave = firmware::is_bmc_side(&change.kind)
+        let wave = firmware::is_bmc_side(change.kind())
             && change.action != Action::NoOp
-            && waits(&change.target)
-            && !observation.unreachable.contains_key(change.target.as_str())
+            && waits(change.target())
+            && !observation.unreachable.contains_key(change.target())
             && !change.reason.starts_with("pending on BMC:");
         if wave {
             change.reason = format!("{}; {}", change.reason, firmware::IN_ROLLOUT_WAVE).into();
@@ -262,8 +262,6 @@ pub fn changes(graph: &ResourceGraph, observation: &ApiObservation) -> Vec<Chang
         let cluster = instance.tag(CLUSTER_TAG).unwrap_or_default();
         changes.push(Change {
             id: format!("{node}:instance:{cluster}").into(),
-            target: node.into(),
-            kind: "instance".into(),
             name: cluster.into(),
             action: Action::Remove,
             reason: format!("`{}` is no longer in the blueprint: terminate", instance.id).into(),
@@ -289,7 +287,7 @@ fn is_cloud_kind(kind: &str) -> bool {
 pub fn pending_hosts(changes: &[Change]) -> BTreeSet<String> {
     changes
         .iter()
-        .filter(|change| match change.kind.as_str() {
+        .filter(|change| match change.kind() {
             "instance" => change.action == Action::Create,
             "power" => {
                 change.after.as_deref() == Some("Off")
@@ -297,7 +295,7 @@ pub fn pending_hosts(changes: &[Change]) -> BTreeSet<String> {
             }
             _ => false,
         })
-        .map(|change| change.target.to_string())
+        .map(|change| change.target().to_string())
         .collect()
 }
 
@@ -362,9 +360,9 @@ pub async fn apply(
         .changes
         .iter()
         .filter(|change| {
-            change.kind == "bios" && change.action == Action::Update && !desired_ids.contains(change.id.as_str())
+            change.kind() == "bios" && change.action == Action::Update && !desired_ids.contains(change.id.as_str())
         })
-        .map(|change| change.target.as_str())
+        .map(Change::target)
         .collect();
     let (wanted, no_bios, queued) = (&wanted, &no_bios, &queued);
     let mut outcomes: Vec<ResourceOutcome> = futures::stream::iter(work)
@@ -376,7 +374,7 @@ pub async fn apply(
         .flat_map(futures::stream::iter)
         .collect()
         .await;
-    let has_cloud = !cloud_work.is_empty() || plan.changes.iter().any(|c| c.kind == "instance");
+    let has_cloud = !cloud_work.is_empty() || plan.changes.iter().any(|c| c.kind() == "instance");
     if has_cloud && let Some(cloud) = &inventory.cloud {
         outcomes.extend(apply_cloud(cloud, base, inventory_path, inventory, &plan.cluster, &cloud_work, plan).await);
     }
@@ -613,7 +611,7 @@ async fn terminate_removed(ec2: &Ec2, cluster: &str, plan: &Plan) -> Result<(), 
     let removed: BTreeSet<&str> = plan
         .changes
         .iter()
-        .filter(|change| change.kind == "instance" && change.action == Action::Remove)
+        .filter(|change| change.kind() == "instance" && change.action == Action::Remove)
         .map(|change| change.id.as_str())
         .collect();
     if removed.is_empty() {
@@ -725,9 +723,11 @@ pub fn record(
         }
     }
     // Kubernetes removals are found again from the live objects' labels if a delete failed.
-    for change in plan.changes.iter().filter(|change| {
-        change.action == Action::Remove && matches!(change.kind.as_str(), "instance" | KUBERNETES_KIND)
-    }) {
+    for change in plan
+        .changes
+        .iter()
+        .filter(|change| change.action == Action::Remove && matches!(change.kind(), "instance" | KUBERNETES_KIND))
+    {
         state.forget(&change.id);
     }
     state
@@ -768,7 +768,7 @@ mod tests {
     }
 
     fn actions(changes: &[Change]) -> Vec<(&str, Action, &str)> {
-        changes.iter().map(|change| (change.kind.as_str(), change.action, change.reason.as_str())).collect()
+        changes.iter().map(|change| (change.kind(), change.action, change.reason.as_str())).collect()
     }
 
     #[test]
@@ -902,7 +902,7 @@ mod tests {
     fn overwriting_an_unwanted_value_alone_does_not_restart_the_node() {
         let (graph, observation) = dmtf_node("Raid");
         let changes = changes(&graph, &observation);
-        let power = changes.iter().find(|change| change.kind == "power").expect("power");
+        let power = changes.iter().find(|change| change.kind() == "power").expect("power");
         assert_eq!(power.action, Action::NoOp, "{power:?}");
         assert_eq!(changes.iter().filter(|change| change.action == Action::Update).count(), 4, "{changes:#?}");
     }

@@ -79,8 +79,8 @@ pub fn judge(change: &mut Change, item: &ApiDesired) {
 pub fn refused(changes: &[Change]) -> Vec<String> {
     changes
         .iter()
-        .filter(|change| change.kind == "firmware" && change.reason.starts_with(REFUSED))
-        .map(|change| format!("{}: firmware `{}`: {}", change.target, change.name, change.reason))
+        .filter(|change| change.kind() == "firmware" && change.reason.starts_with(REFUSED))
+        .map(|change| format!("{}: firmware `{}`: {}", change.target(), change.name, change.reason))
         .collect()
 }
 

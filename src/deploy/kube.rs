@@ -219,7 +219,7 @@ pub fn plan(changes: &mut Vec<Change>, graph: &ResourceGraph, observation: &Kube
         .filter(|(_, object)| object.shared)
         .map(|(_, object)| ApiDesired::Kubernetes(Box::new(object.clone())).id())
         .collect();
-    for change in changes.iter_mut().filter(|change| change.kind == KUBERNETES_KIND) {
+    for change in changes.iter_mut().filter(|change| change.kind() == KUBERNETES_KIND) {
         if change.action == Action::Create && shared.contains(change.id.as_str()) {
             change.action = Action::NoOp;
             change.reason = "not in the cluster yet: its labels are set once its kubelet registers it".into();
@@ -228,8 +228,6 @@ pub fn plan(changes: &mut Vec<Change>, graph: &ResourceGraph, observation: &Kube
     for orphan in &observation.orphans {
         changes.push(Change {
             id: orphan.id.as_str().into(),
-            target: KUBERNETES_TARGET.into(),
-            kind: KUBERNETES_KIND.into(),
             name: orphan.display.as_str().into(),
             action: Action::Remove,
             reason: "applied by toolkit, no longer in the blueprint: delete".into(),
@@ -259,7 +257,7 @@ pub async fn apply(
     let removals: Vec<&Change> = plan
         .changes
         .iter()
-        .filter(|change| change.kind == KUBERNETES_KIND && change.action == Action::Remove)
+        .filter(|change| change.kind() == KUBERNETES_KIND && change.action == Action::Remove)
         .collect();
     let changing =
         |id: &str| by_id.get(id).is_some_and(|change| matches!(change.action, Action::Create | Action::Update));

@@ -74,9 +74,9 @@ pub async fn live_plan<C: Connector>(
     for change in &mut plan.changes {
         if let Some(api_change) = by_id.remove(change.id.as_str()) {
             *change = api_change;
-        } else if let Some(reason) = observation.unreachable.get(change.target.as_str()) {
+        } else if let Some(reason) = observation.unreachable.get(change.target()) {
             change.reason = format!("host unreachable: {reason}").into();
-        } else if pending.contains(change.target.as_str()) {
+        } else if pending.contains(change.target()) {
             change.reason = "host not up yet: applied after its power or instance".into();
         }
     }
@@ -159,11 +159,11 @@ pub fn removals(graph: &ResourceGraph, plan: &Plan, recorded: &State) -> Vec<Rem
                 .and_then(|record| plan::removal::undo_of(&change.id, record))
                 .filter(|undo| match undo {
                     Undo::DeleteFile { path } | Undo::DeleteDirectory { path } => {
-                        !desired_paths.contains(&(change.target.as_str(), path.as_str()))
+                        !desired_paths.contains(&(change.target(), path.as_str()))
                     }
                     _ => true,
                 });
-            Removal { id: change.id.to_string(), target: change.target.to_string(), undo }
+            Removal { id: change.id.to_string(), target: change.target().to_string(), undo }
         })
         .collect()
 }

@@ -317,8 +317,6 @@ mod tests {
             summary: Summary { update: 1, ..Summary::default() },
             changes: vec![Change {
                 id: "node01:file:/etc/hosts".into(),
-                target: "node01".into(),
-                kind: "file".into(),
                 name: "/etc/hosts".into(),
                 action: Action::Update,
                 reason: "content changed".into(),

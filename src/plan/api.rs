@@ -45,8 +45,6 @@ pub fn diff(desired: &[ApiDesired], observed: &Observed) -> Vec<Change> {
             };
             Change {
                 id: id.into(),
-                target: item.target().into(),
-                kind: item.kind().into(),
                 name: item.name().into(),
                 action,
                 reason: reason.into(),

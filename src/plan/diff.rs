@@ -103,7 +103,7 @@ fn compare<'s>(
 
 /// A slot [`compare_run`] fills: empty texts allocate nothing.
 fn unfilled() -> Change {
-    Change::new(Text::default(), Text::default(), Text::default(), Text::default(), Action::NoOp, Text::default())
+    Change::new(Text::default(), Text::default(), Action::NoOp, Text::default())
 }
 
 /// Resources of the order one thread compares at a time.
@@ -226,8 +226,6 @@ fn compare_run<'g, 's>(
         changes[at] = Change {
             id: resource.id.0.clone(),
             // Already one shared copy per target.
-            target: resource.target.name.clone(),
-            kind: description.kind.clone(),
             name: description.name.clone(),
             action,
             reason,

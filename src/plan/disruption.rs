@@ -213,10 +213,10 @@ pub fn classify(
         if change.disruption == Disruption::None {
             continue;
         }
-        let host = hosts.entry(change.target.as_str()).or_insert_with(|| HostDisruption {
+        let host = hosts.entry(change.target()).or_insert_with(|| HostDisruption {
             class: Disruption::None,
             because: Vec::new(),
-            schedulable: schedulable.contains(change.target.as_str()),
+            schedulable: schedulable.contains(change.target()),
         });
         if change.disruption > host.class {
             host.class = change.disruption;
@@ -366,8 +366,6 @@ pub(crate) mod tests {
     fn a_reload_is_none_and_a_restart_is_restart() {
         let reload = Change::new(
             "n:service:lldpd".into(),
-            "n".into(),
-            "service".into(),
             "lldpd".into(),
             Action::Update,
             "reload: `/etc/lldpd.d/toolkit.conf` changed".into(),

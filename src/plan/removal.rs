@@ -72,7 +72,6 @@ pub fn changes(state: &State, desired: &HashSet<&str, RandomState>, api: bool) -
             // which says what goes better than the description of what it made.
             let name = removal.id.splitn(3, ':').nth(2).unwrap_or_default().into();
             Some(Change {
-                kind: recorded.kind.as_str().into(),
                 name,
                 action: Action::Remove,
                 reason: Undo::reason(removal.undo.as_ref()).into(),
@@ -83,7 +82,6 @@ pub fn changes(state: &State, desired: &HashSet<&str, RandomState>, api: bool) -
                 disruption: crate::resource::Disruption::None,
                 values: crate::plan::Values::default(),
                 id: removal.id.into(),
-                target: removal.target.into(),
             })
         })
         .collect()

@@ -29,12 +29,12 @@ fn detail(change: &Change) -> Option<Cow<'_, str>> {
     if !change.values.is_empty() {
         return Some(Cow::Owned(values_text(&change.values)));
     }
-    if change.kind == crate::resource::api::KUBERNETES_KIND {
+    if change.kind() == crate::resource::api::KUBERNETES_KIND {
         // An object shows as the YAML it applies (or had, when it goes); an update
         // carries a diff.
         return change.after.as_deref().or(change.before.as_deref()).map(Cow::Borrowed);
     }
-    crate::resource::api::is_api_kind(&change.kind).then(|| {
+    crate::resource::api::is_api_kind(change.kind()).then(|| {
         let show = |value: &Option<Text>| value.as_deref().unwrap_or("(absent)").to_owned();
         Cow::Owned(format!("{} → {}", show(&change.before), show(&change.after)))
     })
@@ -67,7 +67,7 @@ pub fn text(plan: &Plan) -> String {
         let groups: Vec<(GroupKey<'_>, Vec<u32>)> = groups.into_iter().collect();
         // Each entry's hostlist (thousands of names sorted and folded) on every core.
         let entries = crate::parallel::ordered(&groups, |(key, at)| {
-            entry_text(key, at.iter().map(|&at| plan.changes[at as usize].target.as_str()).collect())
+            entry_text(key, at.iter().map(|&at| plan.changes[at as usize].target()).collect())
         });
         for entry in entries {
             out.push_str(&entry);
@@ -101,7 +101,7 @@ fn group(changes: &[Change]) -> Groups<'_> {
         let mut groups = Groups::default();
         for (at, change) in (number * GROUP_RUN..).zip(run).filter(|(_, c)| c.action != Action::NoOp) {
             groups
-                .entry((&change.kind, &change.name, change.action, &change.reason, detail(change)))
+                .entry((change.kind(), &change.name, change.action, &change.reason, detail(change)))
                 .or_default()
                 .push(at as u32);
         }
@@ -190,8 +190,9 @@ struct Row {
 #[must_use]
 pub fn summary_table(plan: &Plan) -> String {
     let mut rows: BTreeMap<&str, Row> = BTreeMap::new();
-    for Change { kind, action, .. } in &plan.changes {
-        let row = rows.entry(kind.as_str()).or_insert_with(|| Row {
+    for change in &plan.changes {
+        let (kind, action) = (change.kind(), &change.action);
+        let row = rows.entry(kind).or_insert_with(|| Row {
             kind: kind.to_string(),
             create: 0,
             update: 0,
@@ -222,9 +223,9 @@ pub fn json(plan: &Plan) -> serde_json::Result<String> {
 mod tests {
     use super::*;
 
-    fn change(target: String, name: &str, action: Action) -> Change {
+    fn change(target: &str, name: &str, action: Action) -> Change {
         let id = format!("{target}:file:{name}");
-        Change::new(id.into(), target.into(), "file".into(), name.into(), action, "not applied yet".into())
+        Change::new(id.into(), name.into(), action, "not applied yet".into())
     }
 
     #[test]
@@ -236,10 +237,10 @@ mod tests {
             .map(|i| {
                 let target = format!("node{i:06}");
                 match i {
-                    _ if i % 5 == 4 => change(target, "/etc/same", Action::NoOp),
-                    _ if i > GROUP_RUN * 2 => change(target, "/etc/late", Action::Create),
-                    _ if i % 2 == 0 => change(target, "/etc/a", Action::Create),
-                    _ => change(target, "/etc/b", Action::Update),
+                    _ if i % 5 == 4 => change(&target, "/etc/same", Action::NoOp),
+                    _ if i > GROUP_RUN * 2 => change(&target, "/etc/late", Action::Create),
+                    _ if i % 2 == 0 => change(&target, "/etc/a", Action::Create),
+                    _ => change(&target, "/etc/b", Action::Update),
                 }
             })
             .collect();
@@ -247,11 +248,11 @@ mod tests {
         let names: Vec<&str> = groups.keys().map(|key| key.1).collect();
         assert_eq!(names, ["/etc/a", "/etc/b", "/etc/late"]);
         for ((_, name, ..), at) in &groups {
-            let targets: Vec<&str> = at.iter().map(|&at| changes[at as usize].target.as_str()).collect();
+            let targets: Vec<&str> = at.iter().map(|&at| changes[at as usize].target()).collect();
             let expected: Vec<&str> = changes
                 .iter()
                 .filter(|c| c.name.as_str() == *name && c.action != Action::NoOp)
-                .map(|c| c.target.as_str())
+                .map(Change::target)
                 .collect();
             assert_eq!(targets, expected, "{name}: every target, in the order of the changes");
         }

@@ -87,8 +87,6 @@ fn set_back(host: &str, bios: &BiosSettings, setting: &PendingSetting) -> Change
     };
     Change {
         id: format!("{host}:bios:{}", setting.name).into(),
-        target: host.into(),
-        kind: "bios".into(),
         name: setting.name.as_str().into(),
         action: Action::Update,
         reason: reason.into(),
