@@ -182,7 +182,7 @@ mod tests {
     use crate::transport::{ExitStatus, Output};
 
     fn removal(id: &str, undo: Option<Undo>) -> Removal {
-        Removal { id: id.to_owned(), target: id.split(':').next().unwrap_or_default().to_owned(), undo }
+        Removal { id: id.to_owned(), target: crate::resource::id_parts(id).0.to_owned(), undo }
     }
 
     fn run(argv: &[&str]) -> Undo {

@@ -15,7 +15,7 @@ use super::removal;
 use super::state::{Contents, Recorded, State};
 use super::{Action, Baseline, Change, Plan, ValueChange, Values};
 use crate::graph::ResourceGraph;
-use crate::resource::{Desired, OnChange, ResourceId, values_of};
+use crate::resource::{Desired, OnChange, ResourceId, id_parts, values_of};
 use crate::text::{Interner, Text};
 
 /// Identity of the inputs, recorded in the plan.
@@ -225,7 +225,6 @@ fn compare_run<'g, 's>(
         }
         changes[at] = Change {
             id: resource.id.0.clone(),
-            // Already one shared copy per target.
             name: description.name.clone(),
             action,
             reason,
@@ -283,15 +282,7 @@ fn value_changes(before: Option<&str>, after: &str) -> Values {
 }
 
 fn file_name(id: &str) -> &str {
-    split_id(id).1
-}
-
-/// `node01:file:/etc/hosts` → (`node01`, `/etc/hosts`).
-fn split_id(id: &str) -> (&str, &str) {
-    let mut parts = id.splitn(3, ':');
-    let target = parts.next().unwrap_or_default();
-    let _kind = parts.next();
-    (target, parts.next().unwrap_or_default())
+    id_parts(id).2
 }
 
 /// A unified diff of two texts, headed `a{path}` / `b{path}`.

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 pub use diff::diff;
 pub use disruption::{MaxUnavailable, RolloutPlan};
 
-use crate::resource::Disruption;
+use crate::resource::{Disruption, id_parts};
 use crate::text::Text;
 
 /// Version of the plan JSON format.
@@ -112,24 +112,14 @@ impl Change {
     /// Target host or switch: the id's first part.
     #[must_use]
     pub fn target(&self) -> &str {
-        let id = self.id.as_str();
-        &id[..part_end(id, 0)]
+        id_parts(&self.id).0
     }
 
     /// Resource kind: the id's second part.
     #[must_use]
     pub fn kind(&self) -> &str {
-        let id = self.id.as_str();
-        let start = (part_end(id, 0) + 1).min(id.len());
-        &id[start..part_end(id, start)]
+        id_parts(&self.id).1
     }
-}
-
-/// Where the part of an id starting at `start` ends: at the next `:`, or the end.
-/// A plain scan: targets and kinds are a few bytes, shorter than a `memchr` sets up
-/// for, and the text view and classification ask for them per entry.
-fn part_end(id: &str, start: usize) -> usize {
-    id.bytes().skip(start).position(|byte| byte == b':').map_or(id.len(), |at| start + at)
 }
 
 /// A [`Change`] as plan JSON has it, target and kind spelled out.

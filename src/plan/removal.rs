@@ -55,7 +55,7 @@ pub fn removals(state: &State, desired: &HashSet<&str, RandomState>, api: bool) 
     gone.into_iter()
         .map(|(id, recorded)| Removal {
             id: id.clone(),
-            target: id.split(':').next().unwrap_or_default().to_owned(),
+            target: crate::resource::id_parts(id).0.to_owned(),
             undo: undo_of(id, recorded),
         })
         .collect()

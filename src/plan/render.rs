@@ -191,7 +191,7 @@ struct Row {
 pub fn summary_table(plan: &Plan) -> String {
     let mut rows: BTreeMap<&str, Row> = BTreeMap::new();
     for change in &plan.changes {
-        let (kind, action) = (change.kind(), &change.action);
+        let kind = change.kind();
         let row = rows.entry(kind).or_insert_with(|| Row {
             kind: kind.to_string(),
             create: 0,
@@ -199,7 +199,7 @@ pub fn summary_table(plan: &Plan) -> String {
             remove: 0,
             no_op: 0,
         });
-        match action {
+        match change.action {
             Action::Create => row.create += 1,
             Action::Update => row.update += 1,
             Action::Remove => row.remove += 1,

@@ -260,8 +260,7 @@ impl<'de> Deserialize<'de> for RecordIn {
 
 /// `node01:file:/etc/hosts` → `file`.
 fn kind_in_id(id: &str) -> Option<&str> {
-    let (_, rest) = id.split_once(':')?;
-    Some(rest.split_once(':').map_or(rest, |(kind, _)| kind))
+    id.contains(':').then(|| crate::resource::id_parts(id).1)
 }
 
 fn from_head(path: &Path, head: HeadIn, contents: Contents) -> Result<State, StateError> {
