@@ -41,12 +41,12 @@ pub fn destroy_plan(cluster: &str, instances: &[Instance], inputs: plan::diff::P
                 name: cluster.into(),
                 action: Action::Remove,
                 reason: format!("terminate `{}` ({})", instance.id, instance.state.name).into(),
-                before: Some(format!("{} {}", instance.instance_type, instance.image_id).into()),
                 after: None,
-                diff: None,
                 secret: false,
                 disruption: crate::resource::Disruption::None,
-                values: crate::plan::Values::default(),
+                delta: crate::plan::Delta::from_before(
+                    format!("{} {}", instance.instance_type, instance.image_id).into(),
+                ),
             }
         })
         .collect();

@@ -201,7 +201,7 @@ pub fn changes(graph: &ResourceGraph, observation: &ApiObservation) -> Vec<Chang
     let power: BTreeMap<String, Option<Text>> = changes
         .iter()
         .filter(|change| change.kind() == "power")
-        .map(|change| (change.target().to_string(), change.before.clone()))
+        .map(|change| (change.target().to_string(), change.before().cloned()))
         .collect();
     let waits = |target: &str| {
         observation.schedulable.contains(target)
@@ -265,12 +265,10 @@ pub fn changes(graph: &ResourceGraph, observation: &ApiObservation) -> Vec<Chang
             name: cluster.into(),
             action: Action::Remove,
             reason: format!("`{}` is no longer in the blueprint: terminate", instance.id).into(),
-            before: Some(format!("{} {}", instance.instance_type, instance.image_id).into()),
             after: None,
-            diff: None,
             secret: false,
             disruption: crate::resource::Disruption::None,
-            values: crate::plan::Values::default(),
+            delta: crate::plan::Delta::from_before(format!("{} {}", instance.instance_type, instance.image_id).into()),
         });
     }
     changes
@@ -291,7 +289,7 @@ pub fn pending_hosts(changes: &[Change]) -> BTreeSet<String> {
             "instance" => change.action == Action::Create,
             "power" => {
                 change.after.as_deref() == Some("Off")
-                    || (change.action != Action::NoOp && change.before.as_deref() != Some("On"))
+                    || (change.action != Action::NoOp && change.before().map(Text::as_str) != Some("On"))
             }
             _ => false,
         })
@@ -516,7 +514,7 @@ async fn power(
     change: &Change,
     wanted: &BTreeMap<String, serde_json::Value>,
 ) -> Result<(), String> {
-    let is_on = change.before.as_deref() == Some("On");
+    let is_on = change.before().map(Text::as_str) == Some("On");
     let reset = match state {
         PowerState::On if is_on => ResetType::ForceRestart,
         PowerState::Off => ResetType::ForceOff,
@@ -863,7 +861,9 @@ mod tests {
         let changes = changes(&graph, &observation);
         let summary: Vec<(&str, Action, &str, Option<&str>)> = changes
             .iter()
-            .map(|change| (change.id.as_str(), change.action, change.reason.as_str(), change.before.as_deref()))
+            .map(|change| {
+                (change.id.as_str(), change.action, change.reason.as_str(), change.before().map(Text::as_str))
+            })
             .collect();
         assert_eq!(
             summary,

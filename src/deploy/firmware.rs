@@ -47,7 +47,7 @@ pub fn judge(change: &mut Change, item: &ApiDesired) {
     if change.action != Action::Update {
         return;
     }
-    let Some(current) = change.before.clone() else {
+    let Some(current) = change.before().cloned() else {
         // Not reported (yet): the BMC says after the update.
         return;
     };

@@ -231,12 +231,10 @@ pub fn plan(changes: &mut Vec<Change>, graph: &ResourceGraph, observation: &Kube
             name: orphan.display.as_str().into(),
             action: Action::Remove,
             reason: "applied by toolkit, no longer in the blueprint: delete".into(),
-            before: Some(orphan.before.as_str().into()),
             after: None,
-            diff: None,
             secret: false,
             disruption: crate::resource::Disruption::None,
-            values: crate::plan::Values::default(),
+            delta: crate::plan::Delta::from_before(orphan.before.as_str().into()),
         });
     }
 }
@@ -313,7 +311,7 @@ pub async fn apply(
 
 /// The REST path of a removal, rebuilt from its `before` (the object's identity).
 fn removal_path(change: &Change) -> Option<String> {
-    let before: Value = serde_norway::from_str(change.before.as_deref()?).ok()?;
+    let before: Value = serde_norway::from_str(change.before()?).ok()?;
     let kind = before.get("kind")?.as_str()?;
     let plural = PRUNABLE.iter().flat_map(|(_, _, kinds)| kinds.iter()).find(|(known, _)| *known == kind)?.1;
     Some(KubeObject::new(plural, before).path())

@@ -284,7 +284,7 @@ pub fn refuse_stale(saved: &Plan, now: &Plan) -> Result<(), String> {
         plan.changes
             .iter()
             .filter(|c| c.action != Action::NoOp)
-            .map(|c| (c.id.clone(), (c.action, c.before.clone())))
+            .map(|c| (c.id.clone(), (c.action, c.before().cloned())))
             .collect()
     };
     let (then, current) = (pending(saved), pending(now));
@@ -320,12 +320,10 @@ mod tests {
                 name: "/etc/hosts".into(),
                 action: Action::Update,
                 reason: "content changed".into(),
-                before: before.map(Into::into),
                 after: Some("sha256:new".into()),
-                diff: None,
                 secret: false,
                 disruption: crate::resource::Disruption::None,
-                values: crate::plan::Values::default(),
+                delta: crate::plan::Delta::new(before.map(Into::into), None, crate::plan::Values::default()),
             }],
             warnings: Vec::new(),
             rollout: None,

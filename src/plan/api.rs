@@ -48,12 +48,10 @@ pub fn diff(desired: &[ApiDesired], observed: &Observed) -> Vec<Change> {
                 name: item.name().into(),
                 action,
                 reason: reason.into(),
-                before: before.map(Text::from),
+                delta: crate::plan::Delta::new(before.map(Text::from), diff, crate::plan::Values::default()),
                 after: after.map(Text::from),
-                diff,
                 secret: false,
                 disruption: crate::resource::Disruption::None,
-                values: crate::plan::Values::default(),
             }
         })
         .collect()
@@ -106,8 +104,10 @@ mod tests {
         .map(|(id, value)| (id.to_owned(), value.map(str::to_owned)))
         .collect();
         let changes = diff(&desired, &observed);
-        let summary: Vec<(Text, Action, Option<Text>, Option<Text>)> =
-            changes.into_iter().map(|change| (change.id, change.action, change.before, change.after)).collect();
+        let summary: Vec<(Text, Action, Option<Text>, Option<Text>)> = changes
+            .into_iter()
+            .map(|change| (change.id.clone(), change.action, change.before().cloned(), change.after.clone()))
+            .collect();
         let text = |value: &str| Some(Text::from(value));
         assert_eq!(
             summary,

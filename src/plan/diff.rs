@@ -13,7 +13,7 @@ use similar::TextDiff;
 use super::described::Described;
 use super::removal;
 use super::state::{Contents, Recorded, State};
-use super::{Action, Baseline, Change, Plan, ValueChange, Values};
+use super::{Action, Baseline, Change, Delta, Plan, ValueChange, Values};
 use crate::graph::ResourceGraph;
 use crate::resource::{Desired, OnChange, ResourceId, id_parts, values_of};
 use crate::text::{Interner, Text};
@@ -151,6 +151,8 @@ fn compare_run<'g, 's>(
     // A value-setting command's values, by fingerprints before and after: the same
     // for every node, parsed once and shared.
     let mut values_cache: HashMap<(Option<&str>, Text), Values, RandomState> = HashMap::default();
+    // The same transition on every node (an unchanged file: before = after) is one delta.
+    let mut deltas: HashMap<(Option<Text>, Option<Text>, usize), Delta, RandomState> = HashMap::default();
 
     let mut desired_recorded = 0;
     for (at, &index) in run.iter().enumerate() {
@@ -223,18 +225,26 @@ fn compare_run<'g, 's>(
                 }
             }
         }
+        // Unchanged (most): the shared copy already at hand, not looked up again.
+        let before = recorded.map(|r| if r.fingerprint == after { after.clone() } else { texts.get(&r.fingerprint) });
+        let delta = if before.is_none() && file_diff.is_none() && values.is_empty() {
+            Delta::default()
+        } else {
+            let values_at = values.as_ptr() as usize;
+            deltas
+                .entry((before.clone(), file_diff.clone(), values_at))
+                .or_insert_with(|| Delta::new(before, file_diff, values))
+                .clone()
+        };
         changes[at] = Change {
             id: resource.id.0.clone(),
             name: description.name.clone(),
             action,
             reason,
-            // Unchanged (most): the shared copy already at hand, not looked up again.
-            before: recorded.map(|r| if r.fingerprint == after { after.clone() } else { texts.get(&r.fingerprint) }),
             after: Some(after),
-            diff: file_diff,
             secret,
             disruption: crate::resource::Disruption::None,
-            values,
+            delta,
         };
     }
     Compared { recorded: desired_recorded, changed_files, waiting }
@@ -354,6 +364,27 @@ mod tests {
     }
 
     #[test]
+    fn the_same_transition_on_every_node_is_one_delta() {
+        let on = |node: &str| {
+            let mut file = conf("A=1\n");
+            file.target = Target::node(node);
+            file.id = ResourceId::new(node, "file", "/etc/slurm/slurm.conf");
+            file
+        };
+        let resources = || vec![on("node01"), on("node02")];
+        let first = plan(resources(), &State::empty("lab"));
+        assert!(first.changes.iter().all(|change| change.delta == Delta::default()), "a create has no before");
+        let mut state = State::empty("lab");
+        for resource in &resources() {
+            state.record(resource);
+        }
+        let rerun = plan(resources(), &state);
+        let [one, two] = &rerun.changes[..] else { panic!("two entries: {rerun:#?}") };
+        assert_eq!((one.action, one.before(), two.before()), (Action::NoOp, one.after.as_ref(), two.after.as_ref()));
+        assert!(std::ptr::eq(one.before().expect("before"), two.before().expect("before")), "one shared delta");
+    }
+
+    #[test]
     fn an_edited_file_shows_a_diff_and_restarts_its_service() {
         let mut state = State::empty("lab");
         for resource in [conf("A=1\nB=2\n"), slurmd()] {
@@ -364,7 +395,7 @@ mod tests {
         let file = &plan.changes[0];
         assert_eq!(file.reason, "content changed");
         assert_eq!(
-            file.diff.as_deref(),
+            file.diff().map(Text::as_str),
             Some("--- a/etc/slurm/slurm.conf\n+++ b/etc/slurm/slurm.conf\n@@ -1,2 +1,2 @@\n A=1\n-B=2\n+B=3\n")
         );
         assert_eq!(plan.changes[1].reason, "restart: `/etc/slurm/slurm.conf` changed");
@@ -411,7 +442,7 @@ mod tests {
         state.record(&key(Content::new("real-key".into())));
         let same = plan(vec![key(Content::unresolved_secret())], &state);
         assert_eq!(same.changes[0].action, Action::NoOp);
-        assert!(same.changes[0].diff.is_none());
+        assert!(same.changes[0].diff().is_none());
         let mut loose = key(Content::unresolved_secret());
         if let Desired::File { mode, .. } = std::sync::Arc::make_mut(&mut loose.desired) {
             *mode = 0o644;
@@ -446,11 +477,11 @@ mod tests {
         let change = &changed.changes[0];
         assert_eq!((change.action, change.reason.as_str()), (Action::Update, "GrpTRES changed"));
         assert_eq!(
-            *change.values,
+            change.values(),
             [ValueChange { key: "GrpTRES".into(), before: Some("gres/gpu=8".into()), after: "gres/gpu=4".into() }]
         );
         let same = plan(vec![limits("gres/gpu=8")], &state);
-        assert!(same.changes[0].values.is_empty() && same.changes[0].action == Action::NoOp);
+        assert!(same.changes[0].values().is_empty() && same.changes[0].action == Action::NoOp);
 
         // A state recorded before commands read their values holds only a hash.
         let mut old = State::empty("lab");
@@ -460,8 +491,8 @@ mod tests {
         }
         let unknown = plan(vec![limits("gres/gpu=4")], &old);
         assert_eq!(unknown.changes[0].reason, "values not recorded before");
-        assert_eq!(unknown.changes[0].values.len(), 2);
-        assert!(unknown.changes[0].values.iter().all(|value| value.before.is_none()));
+        assert_eq!(unknown.changes[0].values().len(), 2);
+        assert!(unknown.changes[0].values().iter().all(|value| value.before.is_none()));
     }
 
     #[test]

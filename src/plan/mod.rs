@@ -75,20 +75,15 @@ pub struct Change {
     pub action: Action,
     /// Why, in words (`content changed`, `restart: /etc/slurm/slurm.conf changed`).
     pub reason: Text,
-    /// Fingerprint before (recorded or observed).
-    pub before: Option<Text>,
     /// Fingerprint after.
     pub after: Option<Text>,
-    /// Unified diff of a non-secret file's content, when the old content is known.
-    /// Shared: the same edit on every node is one diff.
-    pub diff: Option<Text>,
     /// Secret content: never shown.
     pub secret: bool,
     /// What the change does to running work (absent: `none`).
     pub disruption: Disruption,
-    /// The values a value-setting command sets: on create every one, on update those
-    /// that differ, each with its value before and after.
-    pub values: Values,
+    /// The fingerprint before, a file's diff and a command's values:
+    /// [`Change::before`], [`Change::diff`], [`Change::values`].
+    pub delta: Delta,
 }
 
 impl Change {
@@ -100,13 +95,30 @@ impl Change {
             name,
             action,
             reason,
-            before: None,
             after: None,
-            diff: None,
             secret: false,
             disruption: Disruption::None,
-            values: Values::default(),
+            delta: Delta::default(),
         }
+    }
+
+    /// Fingerprint before (recorded or observed).
+    #[must_use]
+    pub fn before(&self) -> Option<&Text> {
+        self.delta.0.as_ref()?.before.as_ref()
+    }
+
+    /// Unified diff of a non-secret file's content, when the old content is known.
+    #[must_use]
+    pub fn diff(&self) -> Option<&Text> {
+        self.delta.0.as_ref()?.diff.as_ref()
+    }
+
+    /// The values a value-setting command sets: on create every one, on update those
+    /// that differ, each with its value before and after.
+    #[must_use]
+    pub fn values(&self) -> &[ValueChange] {
+        self.delta.0.as_ref().map_or(&[], |delta| &delta.values)
     }
 
     /// Target host or switch: the id's first part.
@@ -155,12 +167,12 @@ impl Serialize for Change {
             name: self.name.clone(),
             action: self.action,
             reason: self.reason.clone(),
-            before: self.before.clone(),
+            before: self.before().cloned(),
             after: self.after.clone(),
-            diff: self.diff.clone(),
+            diff: self.diff().cloned(),
             secret: self.secret,
             disruption: self.disruption,
-            values: self.values.clone(),
+            values: self.delta.0.as_ref().map(|delta| delta.values.clone()).unwrap_or_default(),
         }
         .serialize(serializer)
     }
@@ -175,12 +187,10 @@ impl TryFrom<Entry<String>> for Change {
             name: entry.name,
             action: entry.action,
             reason: entry.reason,
-            before: entry.before,
             after: entry.after,
-            diff: entry.diff,
             secret: entry.secret,
             disruption: entry.disruption,
-            values: entry.values,
+            delta: Delta::new(entry.before, entry.diff, entry.values),
         };
         if (change.target(), change.kind()) != (entry.target.as_str(), entry.kind.as_str()) {
             return Err(format!(
@@ -195,6 +205,45 @@ impl TryFrom<Entry<String>> for Change {
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde passes a reference
 fn is_none(disruption: &Disruption) -> bool {
     *disruption == Disruption::None
+}
+
+/// What a change replaces and how it differs: the fingerprint before, a file's diff,
+/// a command's values ([`Change::before`], [`Change::diff`], [`Change::values`]). One
+/// pointer, nothing allocated when there is none (every entry of a first plan), shared
+/// by the entries of the same transition (an unchanged file on every node: one): as
+/// three fields they were 16 more bytes in each of ~230,000 entries at 4,096 nodes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Delta(Option<std::sync::Arc<DeltaParts>>);
+
+#[derive(Debug, PartialEq, Eq)]
+struct DeltaParts {
+    before: Option<Text>,
+    diff: Option<Text>,
+    values: Values,
+}
+
+impl Delta {
+    /// The fingerprint `before`, the `diff` and the `values`; nothing allocates nothing.
+    #[must_use]
+    pub fn new(before: Option<Text>, diff: Option<Text>, values: Values) -> Self {
+        let none = before.is_none() && diff.is_none() && values.is_empty();
+        Self((!none).then(|| std::sync::Arc::new(DeltaParts { before, diff, values })))
+    }
+
+    /// Only a fingerprint before: what a removal had, what a pending setting is.
+    #[must_use]
+    pub fn from_before(before: Text) -> Self {
+        Self::new(Some(before), None, Values::default())
+    }
+
+    /// This delta with the fingerprint before replaced by `before`.
+    #[must_use]
+    pub fn with_before(&self, before: Option<Text>) -> Self {
+        match &self.0 {
+            Some(parts) => Self::new(before, parts.diff.clone(), parts.values.clone()),
+            None => Self::new(before, None, Values::default()),
+        }
+    }
 }
 
 /// The values of one change ([`Change::values`]), read as a slice. One pointer, and

@@ -75,12 +75,10 @@ pub fn changes(state: &State, desired: &HashSet<&str, RandomState>, api: bool) -
                 name,
                 action: Action::Remove,
                 reason: Undo::reason(removal.undo.as_ref()).into(),
-                before: Some(recorded.fingerprint.as_str().into()),
                 after: None,
-                diff: None,
                 secret: recorded.secret,
                 disruption: crate::resource::Disruption::None,
-                values: crate::plan::Values::default(),
+                delta: crate::plan::Delta::from_before(recorded.fingerprint.as_str().into()),
                 id: removal.id.into(),
             })
         })

@@ -23,20 +23,20 @@ type GroupKey<'a> = (&'a str, &'a str, Action, &'a str, Option<Cow<'a, str>>);
 /// What an entry shows under its line: a file's diff, a command's values, or an API
 /// object's values.
 fn detail(change: &Change) -> Option<Cow<'_, str>> {
-    if let Some(diff) = &change.diff {
+    if let Some(diff) = change.diff() {
         return Some(Cow::Borrowed(diff.as_str()));
     }
-    if !change.values.is_empty() {
-        return Some(Cow::Owned(values_text(&change.values)));
+    if !change.values().is_empty() {
+        return Some(Cow::Owned(values_text(change.values())));
     }
     if change.kind() == crate::resource::api::KUBERNETES_KIND {
         // An object shows as the YAML it applies (or had, when it goes); an update
         // carries a diff.
-        return change.after.as_deref().or(change.before.as_deref()).map(Cow::Borrowed);
+        return change.after.as_deref().or(change.before().map(Text::as_str)).map(Cow::Borrowed);
     }
     crate::resource::api::is_api_kind(change.kind()).then(|| {
-        let show = |value: &Option<Text>| value.as_deref().unwrap_or("(absent)").to_owned();
-        Cow::Owned(format!("{} → {}", show(&change.before), show(&change.after)))
+        let show = |value: Option<&Text>| value.map_or("(absent)", Text::as_str).to_owned();
+        Cow::Owned(format!("{} → {}", show(change.before()), show(change.after.as_ref())))
     })
 }
 

@@ -243,7 +243,7 @@ async fn power_off_then_on_is_observed() {
     let system = client.system().await.expect("one system");
     let desired = [ApiDesired::Power { host: "node01".into(), state: PowerState::Off }];
     let before = diff(&desired, &observe_bmc(&client, &desired).await.expect("observes"));
-    assert_eq!((before[0].action, before[0].before.as_deref()), (Action::Update, Some("On")));
+    assert_eq!((before[0].action, before[0].before().map(toolkit::text::Text::as_str)), (Action::Update, Some("On")));
 
     client.reset(&system, ResetType::ForceOff).await.expect("powers off");
     client.wait_for_power(&system, PowerState::Off, Duration::from_secs(40)).await.expect("observed off");
@@ -269,7 +269,7 @@ async fn one_time_pxe_boot_is_observed() {
     let desired =
         [ApiDesired::BootOverride { host: "node01".into(), target: BootTarget::Pxe, enabled: BootEnabled::Once }];
     let changes = diff(&desired, &observe_bmc(&client, &desired).await.expect("observes"));
-    assert_eq!(changes[0].before.as_deref(), Some("Pxe/Continuous"));
+    assert_eq!(changes[0].before().map(toolkit::text::Text::as_str), Some("Pxe/Continuous"));
     assert_eq!(changes[0].after.as_deref(), Some("Pxe/Once"));
 }
 

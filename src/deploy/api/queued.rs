@@ -66,7 +66,8 @@ fn overwritten(change: &mut Change, setting: &PendingSetting) {
     let wanted = shown(setting.wanted.as_ref());
     change.reason =
         format!("pending on BMC: {} = {pending} (unwanted), overwritten with {wanted}", setting.name).into();
-    change.before = Some(format!("{} (pending: {pending})", shown(setting.current.as_ref())).into());
+    change.delta =
+        change.delta.with_before(Some(format!("{} (pending: {pending})", shown(setting.current.as_ref())).into()));
     change.action = Action::Update;
 }
 
@@ -90,12 +91,12 @@ fn set_back(host: &str, bios: &BiosSettings, setting: &PendingSetting) -> Change
         name: setting.name.as_str().into(),
         action: Action::Update,
         reason: reason.into(),
-        before: Some(format!("{} (pending: {pending})", shown(setting.current.as_ref())).into()),
         after: Some(shown(setting.current.as_ref()).into()),
-        diff: None,
         secret: false,
         disruption: Disruption::None,
-        values: crate::plan::Values::default(),
+        delta: crate::plan::Delta::from_before(
+            format!("{} (pending: {pending})", shown(setting.current.as_ref())).into(),
+        ),
     }
 }
 
@@ -123,7 +124,7 @@ mod tests {
         assert_eq!(added[0].id, "n1:bios:SecretNewKnob");
         assert!(added[0].reason.starts_with("pending on BMC: SecretNewKnob = On (unwanted) and not in effect"));
         assert!(added[0].reason.contains("`/redfish/v1/Systems/1/Bios`"), "{}", added[0].reason);
-        assert_eq!(added[0].before.as_deref(), Some("(not reported) (pending: On)"));
+        assert_eq!(added[0].before().map(crate::text::Text::as_str), Some("(not reported) (pending: On)"));
     }
 
     #[test]
