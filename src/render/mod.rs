@@ -32,6 +32,7 @@ use thiserror::Error;
 use crate::inventory::Inventory;
 use crate::model::Model;
 use crate::resource::{Content, Resource, SharedDesired};
+use crate::text::Text;
 
 /// A template that could not be loaded or rendered.
 #[derive(Debug, Error)]
@@ -240,11 +241,18 @@ pub fn render(
     // The host and switch stages (first and fifth) render per node and per switch: at
     // 4,096 nodes they are ~80% of the render. Started first, they run side by side and the small
     // stages fill in around them.
+    let targets: Vec<Text> = model
+        .nodes
+        .iter()
+        .map(|node| node.name.as_str())
+        .chain(model.fabric.switches.iter().map(|switch| switch.name.as_str()))
+        .map(Text::from)
+        .collect();
     let outputs = crate::parallel::ordered_longest_first(&stages, &[0, 4], |stage| {
         let mut out = Vec::new();
         // Each stage's per-node copies of the same thing become one as they are made,
         // and those changed after (`Arc::make_mut`) before the stage hands them over.
-        let (outcome, mut shared) = SharedDesired::during(|| stage(&mut out));
+        let (outcome, mut shared) = SharedDesired::during(&targets, || stage(&mut out));
         outcome?;
         shared.share(&mut out);
         Ok::<_, RenderError>(out)
