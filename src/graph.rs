@@ -26,8 +26,9 @@ use crate::resource::{Resource, ResourceId};
 pub struct ResourceGraph {
     /// The resources, in input order.
     pub resources: Vec<Resource>,
-    /// Resource indexes in an order where every dependency comes first.
-    pub order: Vec<usize>,
+    /// Resource indexes in an order where every dependency comes first: 4 bytes each
+    /// (a graph holds fewer than 2^32 resources; its edges are `u32` too).
+    pub order: Vec<u32>,
     /// Each resource's dependencies.
     dependencies: Adjacency,
     /// Each resource's dependents.
@@ -35,6 +36,12 @@ pub struct ResourceGraph {
 }
 
 impl ResourceGraph {
+    /// [`ResourceGraph::order`] as indexes of [`ResourceGraph::resources`].
+    #[must_use]
+    pub fn ordered(&self) -> impl ExactSizeIterator<Item = usize> + DoubleEndedIterator + Clone + '_ {
+        self.order.iter().map(|&index| index as usize)
+    }
+
     /// Indexes of the resources `index` depends on directly, the last declared first
     /// (a dependency declared twice comes twice).
     pub fn dependencies(&self, index: usize) -> impl Iterator<Item = usize> + '_ {
@@ -221,14 +228,14 @@ fn forget_dependency_ids(resources: &mut [Resource]) {
 /// Kahn's algorithm taking the lowest input index among ready resources, so the
 /// order is the render order wherever dependencies allow: plans read top-down the
 /// way templates were written. `None` when there is a cycle.
-fn stable_order(dependencies: &Adjacency, dependents: &Adjacency) -> Option<Vec<usize>> {
+fn stable_order(dependencies: &Adjacency, dependents: &Adjacency) -> Option<Vec<u32>> {
     let count = dependencies.starts.len() - 1;
     let mut waiting: Vec<u32> = dependencies.starts.windows(2).map(|pair| pair[1] - pair[0]).collect();
     let mut ready: BinaryHeap<Reverse<usize>> =
         waiting.iter().enumerate().filter(|(_, count)| **count == 0).map(|(index, _)| Reverse(index)).collect();
     let mut order = Vec::with_capacity(count);
     while let Some(Reverse(index)) = ready.pop() {
-        order.push(index);
+        order.push(index as u32);
         for next in dependents.of(index) {
             // A duplicate edge counts twice in `waiting` and is visited twice here.
             waiting[next] -= 1;
@@ -258,7 +265,7 @@ mod tests {
             package("head", "munge", &[]),
         ])
         .expect("acyclic");
-        let ids: Vec<&str> = graph.order.iter().map(|&i| graph.resources[i].id.as_str()).collect();
+        let ids: Vec<&str> = graph.ordered().map(|i| graph.resources[i].id.as_str()).collect();
         assert_eq!(ids, ["head:package:munge", "head:package:slurmctld", "node01:package:slurmd"]);
     }
 

@@ -46,7 +46,7 @@ pub async fn apply<C: Connector, S: std::hash::BuildHasher>(
     options: &ApplyOptions,
 ) -> ApplyReport {
     let count = graph.resources.len();
-    let position: HashMap<usize, usize> = graph.order.iter().enumerate().map(|(rank, &index)| (index, rank)).collect();
+    let position: HashMap<usize, usize> = graph.ordered().enumerate().map(|(rank, index)| (index, rank)).collect();
     let by_id: HashMap<&str, usize> =
         graph.resources.iter().enumerate().map(|(index, resource)| (resource.id.as_str(), index)).collect();
     let mut waits: Vec<Vec<usize>> = (0..count).map(|index| graph.dependencies(index).collect()).collect();
@@ -112,7 +112,7 @@ pub async fn apply<C: Connector, S: std::hash::BuildHasher>(
     .await;
     let state = run.state.into_inner().unwrap_or_else(PoisonError::into_inner);
     let mut outcomes = Vec::with_capacity(count);
-    for &index in &graph.order {
+    for index in graph.ordered() {
         let resource = &graph.resources[index];
         // Every resource is decided before its host's future ends; the fallback
         // only guards against a bug turning into a panic.

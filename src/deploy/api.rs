@@ -341,7 +341,7 @@ pub async fn apply(
     let by_id: BTreeMap<&str, &Change> = plan.changes.iter().map(|change| (change.id.as_str(), change)).collect();
     let mut work: BTreeMap<String, Vec<(usize, &ApiDesired, &Change)>> = BTreeMap::new();
     let mut cloud_work: Vec<(usize, &ApiDesired, &Change)> = Vec::new();
-    for &index in &graph.order {
+    for index in graph.ordered() {
         let Desired::Api(item) = &*graph.resources[index].desired else { continue };
         let Some(change) = by_id.get(item.id().as_str()) else { continue };
         if item.is_cloud() {
@@ -378,7 +378,7 @@ pub async fn apply(
     }
     outcomes.extend(kube::apply(graph, plan, inventory, base, force_conflicts).await);
     let order: BTreeMap<usize, usize> =
-        graph.order.iter().enumerate().map(|(position, &index)| (index, position)).collect();
+        graph.ordered().enumerate().map(|(position, index)| (index, position)).collect();
     outcomes.sort_by_key(|outcome| order.get(&outcome.index).copied().unwrap_or(usize::MAX));
     ApplyReport { outcomes, cancelled: false, aborted: false }
 }

@@ -249,7 +249,7 @@ pub async fn apply(
     force_conflicts: bool,
 ) -> Vec<ResourceOutcome> {
     let by_id: BTreeMap<&str, &Change> = plan.changes.iter().map(|change| (change.id.as_str(), change)).collect();
-    let position: BTreeMap<usize, usize> = graph.order.iter().enumerate().map(|(at, &index)| (index, at)).collect();
+    let position: BTreeMap<usize, usize> = graph.ordered().enumerate().map(|(at, index)| (index, at)).collect();
     let mut work = objects(graph);
     work.sort_by_key(|(index, _)| position.get(index).copied().unwrap_or(usize::MAX));
     let removals: Vec<&Change> = plan

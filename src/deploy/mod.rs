@@ -222,7 +222,7 @@ pub fn record_changed(
             *slot = Some(&outcome.outcome);
         }
     }
-    for (rank, &index) in graph.order.iter().enumerate() {
+    for (rank, index) in graph.ordered().enumerate() {
         let resource = &graph.resources[index];
         let done = if applied.contains(&index) {
             by_index[index].is_some_and(|outcome| matches!(outcome, Outcome::Changed | Outcome::Unchanged))

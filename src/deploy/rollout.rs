@@ -483,9 +483,7 @@ impl<'a> Run<'a> {
     /// `host`'s BIOS and firmware changes left for its wave, in graph order.
     fn bmc_of(&self, host: &str) -> Vec<usize> {
         self.graph
-            .order
-            .iter()
-            .copied()
+            .ordered()
             .filter(|index| self.bmc_changes.contains(index) && self.graph.resources[*index].target.name == host)
             .collect()
     }
@@ -595,9 +593,8 @@ impl<'a> Run<'a> {
     fn merged(&self) -> ApplyReport {
         let outcomes = self
             .graph
-            .order
-            .iter()
-            .map(|&index| {
+            .ordered()
+            .map(|index| {
                 self.outcomes[index].clone().unwrap_or_else(|| {
                     let resource = &self.graph.resources[index];
                     let outcome = if self.changes.contains(&index) || self.bmc_changes.contains(&index) {

@@ -155,7 +155,7 @@ fn compare_run<'g, 's>(
     let mut deltas: HashMap<(Option<Text>, Option<Text>, usize), Delta, RandomState> = HashMap::default();
 
     let mut desired_recorded = 0;
-    for (at, &index) in run.iter().enumerate() {
+    for (at, index) in run.iter().map(|&index| index as usize).enumerate() {
         let resource = &graph.resources[index];
         let recorded = recorded(index, resource.id.as_str());
         desired_recorded += usize::from(recorded.is_some());

@@ -201,7 +201,7 @@ pub fn classify(
         let resource = graph
             .order
             .get(position)
-            .map(|&index| &graph.resources[index])
+            .map(|&index| &graph.resources[index as usize])
             .filter(|resource| resource.id.0 == change.id)
             .or_else(|| {
                 let by_id = by_id.get_or_init(|| {

@@ -331,7 +331,7 @@ cloud:
             );
         }
         let position = |id: &str| {
-            graph.order.iter().position(|&index| graph.resources[index].id.as_str() == id).expect("in the graph")
+            graph.ordered().position(|index| graph.resources[index].id.as_str() == id).expect("in the graph")
         };
         assert!(position("head:power:system") < position("head:file:/etc/hosts"));
     }

@@ -1084,9 +1084,8 @@ mod tests {
 
     fn position(graph: &crate::graph::ResourceGraph, id: &str) -> usize {
         graph
-            .order
-            .iter()
-            .position(|&index| graph.resources[index].id.as_str() == id)
+            .ordered()
+            .position(|index| graph.resources[index].id.as_str() == id)
             .unwrap_or_else(|| panic!("`{id}` is rendered"))
     }
 

@@ -91,7 +91,7 @@ fn the_example_plans_in_graph_order() {
     let graph = &compiled.graph;
     let position = |id: &str| {
         let index = graph.resources.iter().position(|r| r.id.as_str() == id).unwrap_or_else(|| panic!("{id}"));
-        graph.order.iter().position(|&i| i == index).expect("ordered")
+        graph.ordered().position(|i| i == index).expect("ordered")
     };
     let init = position("ctl01:command:kubeadm-init");
     let token = position("ctl01:command:kubeadm-token");

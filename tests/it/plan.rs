@@ -24,7 +24,7 @@ fn applied_state(blueprint_path: &Path, state_path: &Path) {
     let loaded = blueprint::load(blueprint_path).expect("loads");
     let compiled = compile(&loaded, None, &Renderer::embedded().expect("templates")).expect("compiles");
     let mut state = State::empty(&compiled.model.name);
-    for (rank, &index) in compiled.graph.order.iter().enumerate() {
+    for (rank, index) in compiled.graph.ordered().enumerate() {
         state.record_at(&compiled.graph.resources[index], rank as u64 + 1);
     }
     state.save(state_path).expect("saves state");

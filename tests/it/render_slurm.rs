@@ -356,7 +356,7 @@ fn apply_commands(
     let graph = graph::build(resources).expect("acyclic graph");
     let conf = sandbox.path("slurm.conf");
     let mut ran = Vec::new();
-    for &index in &graph.order {
+    for index in graph.ordered() {
         let resource = &graph.resources[index];
         match &*resource.desired {
             Desired::Service { name, .. } if resource.target.name == "head" => start_service(name, sandbox),
