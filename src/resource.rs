@@ -472,7 +472,8 @@ impl Resource {
     }
 
     /// A resource of what `desired` holds, already shared by the caller with the other
-    /// targets that want the same: nothing is built, hashed or compared.
+    /// targets that want the same: nothing of it is built, hashed or compared (during a
+    /// render stage only the target's name is looked up, to share it).
     #[must_use]
     pub fn shared(mut target: Target, name: &str, desired: Arc<Desired>) -> Self {
         STAGE_SHARING.with_borrow_mut(|sharing| {
@@ -510,7 +511,7 @@ pub struct SharedDesired {
     /// Target names: every resource on a target points at one copy of its name (the
     /// stages made a copy per resource or per stage: ~69,000 of 5,376 names at 4,096
     /// nodes).
-    targets: std::collections::HashSet<Text, foldhash::fast::RandomState>,
+    targets: crate::text::Interner,
 }
 
 thread_local! {
@@ -546,12 +547,7 @@ impl SharedDesired {
 
     /// Points `target` at the copy of its name already made, or keeps its own as the first.
     fn share_target(&mut self, target: &mut Target) {
-        match self.targets.get(target.name.as_str()) {
-            Some(name) => target.name = name.clone(),
-            None => {
-                self.targets.insert(target.name.clone());
-            }
-        }
+        target.name = self.targets.share(std::mem::take(&mut target.name));
     }
 
     /// The copy already seen of `desired`, or `desired` as the first.

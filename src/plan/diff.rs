@@ -151,7 +151,8 @@ fn compare_run<'g, 's>(
     // A value-setting command's values, by fingerprints before and after: the same
     // for every node, parsed once and shared.
     let mut values_cache: HashMap<(Option<&str>, Text), Values, RandomState> = HashMap::default();
-    // The same transition on every node (an unchanged file: before = after) is one delta.
+    // The same transition on every node (an unchanged file: before = after) is one delta;
+    // values are told apart by address, as `values_cache` shares them.
     let mut deltas: HashMap<(Option<Text>, Option<Text>, usize), Delta, RandomState> = HashMap::default();
 
     let mut desired_recorded = 0;

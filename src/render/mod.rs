@@ -238,9 +238,7 @@ pub fn render(
             Ok(())
         },
     ];
-    // The host and switch stages (first and fifth) render per node and per switch: at
-    // 4,096 nodes they are ~80% of the render. Started first, they run side by side and the small
-    // stages fill in around them.
+    // Every stage's resources on a node or switch share one copy of its name.
     let targets: Vec<Text> = model
         .nodes
         .iter()
@@ -248,6 +246,9 @@ pub fn render(
         .chain(model.fabric.switches.iter().map(|switch| switch.name.as_str()))
         .map(Text::from)
         .collect();
+    // The host and switch stages (first and fifth) render per node and per switch: at
+    // 4,096 nodes they are ~80% of the render. Started first, they run side by side and the small
+    // stages fill in around them.
     let outputs = crate::parallel::ordered_longest_first(&stages, &[0, 4], |stage| {
         let mut out = Vec::new();
         // Each stage's per-node copies of the same thing become one as they are made,
