@@ -69,7 +69,7 @@ pub fn render(
     renderer: &Renderer,
     out: &mut Vec<Resource>,
 ) -> Result<(), RenderError> {
-    let hosts = Content::new(renderer.render("host/hosts.j2", hosts_context(model, inventory))?);
+    let hosts = renderer.render_content("host/hosts.j2", hosts_context(model, inventory))?;
     let namer = LinkNamer::new(renderer)?;
     let rails = RailRenderer::new(model, inventory, renderer, &namer)?;
     let mounts = MountUnits::new(model, renderer)?;

@@ -16,7 +16,7 @@ use crate::model::Model;
 use crate::render::common::{file, package, service};
 use crate::render::switch;
 use crate::render::{RenderError, Renderer};
-use crate::resource::{Content, OnChange, Resource, Target};
+use crate::resource::{OnChange, Resource, Target};
 
 /// Templates of this module: `(name under templates/, text)`.
 pub const TEMPLATES: &[(&str, &str)] =
@@ -46,9 +46,10 @@ pub fn render(
         .filter(|sw| switch::platform(model, inventory, &sw.name).is_none_or(|platform| platform.os == SwitchOs::Frr))
         .map(|sw| Target::switch(&sw.name));
     for target in nodes.chain(switches) {
-        let text = renderer.render("lldp/toolkit.conf.j2", minijinja::context! { hostname => target.name.as_str() })?;
+        let text = renderer
+            .render_content("lldp/toolkit.conf.j2", minijinja::context! { hostname => target.name.as_str() })?;
         let lldpd = package(&target, "lldpd");
-        let conf = file(&target, CONF, Content::new(text), 0o644).after([lldpd.id.clone()]);
+        let conf = file(&target, CONF, text, 0o644).after([lldpd.id.clone()]);
         let service = service(&target, "lldpd", vec![conf.id.clone()], OnChange::Restart);
         out.extend([lldpd, conf, service]);
     }
