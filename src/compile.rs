@@ -80,7 +80,7 @@ pub fn compile_with(
         all.extend(resources);
     } else {
         all.extend(resources.into_iter().map(|mut resource| {
-            if let Some(gate) = api.gates.get(resource.target.name.as_str()) {
+            if let Some(gate) = api.gates.get(resource.target()) {
                 resource.depends_on.push(gate.clone());
             }
             resource

@@ -151,7 +151,7 @@ pub const UNRESOLVED: &str = "unresolved";
 /// Where a resource lives: a node or a switch, by name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Target {
-    /// Host or switch name (`node01`, `leaf0`); shared by the target's resources.
+    /// Host or switch name (`node01`, `leaf0`).
     pub name: Text,
     /// Whether it is a node or a switch.
     pub kind: TargetKind,
@@ -233,8 +233,11 @@ pub enum Desired {
         enabled: bool,
         /// Running now.
         running: bool,
-        /// Files whose change restarts or reloads it.
-        watches: Vec<ResourceId>,
+        /// Files on its own target whose change restarts or reloads it, as `kind:name`
+        /// (their ids without the target, made by [`watched`]; [`Resource::watches`]
+        /// has the ids): so every node's copy of a service is the same, one shared
+        /// `Desired`, where ids made ~17,000 distinct ones at 4,096 nodes.
+        watches: Vec<Text>,
         /// Restart or reload.
         on_change: OnChange,
     },
@@ -259,8 +262,9 @@ pub enum Desired {
         undo: Option<Vec<String>>,
         /// For a command that sets values: how to read them now. Then the values
         /// decide (the command runs when any differs) instead of `creates`/`unless`,
-        /// and plans show each value old → new.
-        reads: Option<Reads>,
+        /// and plans show each value old → new. Boxed: few commands set values, and
+        /// inline it made every `Desired` 40 bytes larger (168, not 128).
+        reads: Option<Box<Reads>>,
     },
     /// An object behind an HTTP API: a BMC's power, boot override or BIOS attribute,
     /// a cloud instance or placement group. Set before the host is reached over SSH.
@@ -384,6 +388,19 @@ fn normalized(value: &str) -> String {
     value.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// The files of `ids`, all on one target, as a service on that target watches them
+/// ([`watched_file`] each).
+pub fn watched<'a>(ids: impl IntoIterator<Item = &'a ResourceId>) -> Vec<Text> {
+    ids.into_iter().map(watched_file).collect()
+}
+
+/// A file as a service on its target watches it: its id without the target
+/// (`node01:file:/etc/munge/munge.key` → `file:/etc/munge/munge.key`).
+#[must_use]
+pub fn watched_file(id: &ResourceId) -> Text {
+    Text::from(id.as_str().split_once(':').map_or(id.as_str(), |(_, file)| file))
+}
+
 /// Feeds formatted text straight into a SHA-256.
 struct HashWriter(Sha256);
 
@@ -435,18 +452,79 @@ impl fmt::Display for Disruption {
     }
 }
 
-/// What a resource comes after. Two ids are held inline: nearly every resource
-/// depends on at most two (a file on its package, a command on its file), so at
-/// 4,096 nodes ~200,000 small lists are not allocated, grown and freed one by one.
-pub type Dependencies = smallvec::SmallVec<[ResourceId; 2]>;
+/// What a resource comes after, read as a slice. One pointer in the resource, nothing
+/// allocated without any: the graph turns the ids into edges and empties every list,
+/// and at 4,096 nodes the inline list it replaced was 16 more bytes in each of
+/// ~230,000 resources for as long as the plan lives. With some, one allocation that
+/// holds two inline: nearly every resource depends on at most two (a file on its
+/// package, a command on its file), so the lists are not grown one by one.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Dependencies(Option<Box<smallvec::SmallVec<[ResourceId; 2]>>>);
+
+impl Dependencies {
+    /// No dependencies.
+    #[must_use]
+    pub const fn new() -> Self {
+        Self(None)
+    }
+
+    /// Adds `id`.
+    pub fn push(&mut self, id: ResourceId) {
+        self.0.get_or_insert_with(Box::default).push(id);
+    }
+
+    /// Keeps only the ids `keep` accepts.
+    pub fn retain(&mut self, keep: impl FnMut(&mut ResourceId) -> bool) {
+        if let Some(ids) = &mut self.0 {
+            ids.retain(keep);
+        }
+    }
+}
+
+impl std::ops::Deref for Dependencies {
+    type Target = [ResourceId];
+
+    fn deref(&self) -> &[ResourceId] {
+        self.0.as_deref().map_or(&[], |ids| ids.as_slice())
+    }
+}
+
+impl fmt::Debug for Dependencies {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl Extend<ResourceId> for Dependencies {
+    fn extend<I: IntoIterator<Item = ResourceId>>(&mut self, ids: I) {
+        for id in ids {
+            self.push(id);
+        }
+    }
+}
+
+impl FromIterator<ResourceId> for Dependencies {
+    fn from_iter<I: IntoIterator<Item = ResourceId>>(ids: I) -> Self {
+        let mut dependencies = Self::new();
+        dependencies.extend(ids);
+        dependencies
+    }
+}
+
+impl<'a> IntoIterator for &'a Dependencies {
+    type Item = &'a ResourceId;
+    type IntoIter = std::slice::Iter<'a, ResourceId>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
 
 /// Desired state on one target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resource {
-    /// Stable id.
+    /// Stable id; its first part names the target ([`Resource::target`]).
     pub id: ResourceId,
-    /// Where it lives.
-    pub target: Target,
     /// What it is: shared by the resources that want the same (every node of a
     /// group gets the same packages, services and most files).
     pub desired: Arc<Desired>,
@@ -458,6 +536,10 @@ pub struct Resource {
     /// what it touches (a rail's netplan: drain; a first driver install: reboot).
     /// Service restarts are classed by the plan, not here.
     pub disruption: Disruption,
+    /// Whether the target is a node or a switch. Its name is read from the id rather
+    /// than held again: at 4,096 nodes a second pointer to it in each of ~230,000
+    /// resources was 3.7 MB of a plan's peak.
+    pub target_kind: TargetKind,
 }
 
 impl Resource {
@@ -472,17 +554,27 @@ impl Resource {
     }
 
     /// A resource of what `desired` holds, already shared by the caller with the other
-    /// targets that want the same: nothing of it is built, hashed or compared (during a
-    /// render stage only the target's name is looked up, to share it).
+    /// targets that want the same: nothing of it is built, hashed or compared.
     #[must_use]
-    pub fn shared(mut target: Target, name: &str, desired: Arc<Desired>) -> Self {
-        STAGE_SHARING.with_borrow_mut(|sharing| {
-            if let Some(sharing) = sharing {
-                sharing.share_target(&mut target);
-            }
-        });
-        let id = ResourceId::new(&target.name, desired.kind(), name);
-        Self { id, target, desired, depends_on: Dependencies::new(), disruption: Disruption::None }
+    pub fn shared(target: Target, name: &str, desired: Arc<Desired>) -> Self {
+        let Target { name: target_name, kind: target_kind } = target;
+        let id = ResourceId::new(&target_name, desired.kind(), name);
+        Self { id, desired, depends_on: Dependencies::new(), disruption: Disruption::None, target_kind }
+    }
+
+    /// The name of the node or switch it lives on: its id's first part.
+    #[must_use]
+    pub fn target(&self) -> &str {
+        id_parts(self.id.as_str()).0
+    }
+
+    /// The ids of the files it watches, if it is a service: on its own target.
+    pub fn watches(&self) -> impl Iterator<Item = ResourceId> + '_ {
+        let watches = match &*self.desired {
+            Desired::Service { watches, .. } => watches.as_slice(),
+            _ => &[],
+        };
+        watches.iter().map(|file| ResourceId(format!("{}:{file}", self.target()).into()))
     }
 
     /// Declares what a change of this resource does to running work.
@@ -508,10 +600,6 @@ impl Resource {
 pub struct SharedDesired {
     // foldhash: hundreds of thousands of resources, none chosen by an adversary.
     seen: std::collections::HashSet<Arc<Desired>, foldhash::fast::RandomState>,
-    /// Target names: every resource on a target points at one copy of its name (the
-    /// stages made a copy per resource or per stage: ~69,000 of 5,376 names at 4,096
-    /// nodes).
-    targets: crate::text::Interner,
 }
 
 thread_local! {
@@ -526,9 +614,7 @@ impl SharedDesired {
     /// were ~20 MB at once, freed on the render threads where the plan that follows
     /// could not reuse them). Returns what `stage` returns and the copies seen, for
     /// [`SharedDesired::share`] of resources changed after they were made.
-    /// `targets`: names already made, shared by every stage (the cluster's nodes and
-    /// switches); a name not among them is shared within the stage.
-    pub fn during<R>(targets: &[Text], stage: impl FnOnce() -> R) -> (R, Self) {
+    pub fn during<R>(stage: impl FnOnce() -> R) -> (R, Self) {
         /// Ends the sharing even when `stage` panics.
         struct Scope;
         impl Drop for Scope {
@@ -536,18 +622,12 @@ impl SharedDesired {
                 STAGE_SHARING.with_borrow_mut(Option::take);
             }
         }
-        let targets = targets.iter().cloned().collect();
-        STAGE_SHARING.with_borrow_mut(|sharing| *sharing = Some(Self { targets, ..Self::default() }));
+        STAGE_SHARING.with_borrow_mut(|sharing| *sharing = Some(Self::default()));
         let scope = Scope;
         let result = stage();
         let shared = STAGE_SHARING.with_borrow_mut(Option::take).unwrap_or_default();
         drop(scope);
         (result, shared)
-    }
-
-    /// Points `target` at the copy of its name already made, or keeps its own as the first.
-    fn share_target(&mut self, target: &mut Target) {
-        target.name = self.targets.share(std::mem::take(&mut target.name));
     }
 
     /// The copy already seen of `desired`, or `desired` as the first.
@@ -614,30 +694,45 @@ mod tests {
     fn resources_made_during_a_stage_share_what_they_want_as_they_are_made() {
         let package =
             |node: &str| Resource::new(Target::node(node), "munge", Desired::Package { name: "munge".into() });
-        let (made, seen) = SharedDesired::during(&[], || [package("node01"), package("node02")]);
+        let (made, seen) = SharedDesired::during(|| [package("node01"), package("node02")]);
         assert!(Arc::ptr_eq(&made[0].desired, &made[1].desired));
         assert_eq!(seen.seen.len(), 1);
         let outside = [package("node01"), package("node02")];
         assert!(!Arc::ptr_eq(&outside[0].desired, &outside[1].desired), "no sharing outside a stage");
-        let panicked = std::panic::catch_unwind(|| SharedDesired::during(&[], || panic!("stage failed")));
+        let panicked = std::panic::catch_unwind(|| SharedDesired::during(|| panic!("stage failed")));
         assert!(panicked.is_err());
         let after = [package("node01"), package("node02")];
         assert!(!Arc::ptr_eq(&after[0].desired, &after[1].desired), "a panicking stage ends its sharing");
     }
 
     #[test]
-    fn resources_made_during_a_stage_share_their_target_names() {
-        let on =
-            |node: &str, name: &str| Resource::new(Target::node(node), name, Desired::Package { name: name.into() });
-        let known: Text = "gpu0001".into();
-        let (made, _) = SharedDesired::during(std::slice::from_ref(&known), || {
-            [on("gpu0001", "a"), on("gpu0001", "b"), on("ctl01", "a"), on("ctl01", "b")]
-        });
-        assert!(made[0].target.name.shares(&known) && made[1].target.name.shares(&known), "a known name: its copy");
-        assert!(made[2].target.name.shares(&made[3].target.name), "another: the stage's first copy");
-        assert_eq!((made[2].target.name.as_str(), made[2].id.as_str()), ("ctl01", "ctl01:package:a"));
-        let outside = [on("ctl01", "a"), on("ctl01", "b")];
-        assert!(!outside[0].target.name.shares(&outside[1].target.name), "no sharing outside a stage");
+    fn a_resource_s_target_is_its_id_s_first_part() {
+        let on = |target: Target| Resource::new(target, "/etc/a:b", Desired::Package { name: "a".into() });
+        let (node, switch) = (on(Target::node("gpu0001")), on(Target::switch("leaf0")));
+        assert_eq!((node.target(), node.target_kind), ("gpu0001", TargetKind::Node));
+        assert_eq!((switch.target(), switch.target_kind), ("leaf0", TargetKind::Switch));
+        assert_eq!(node.id.as_str(), "gpu0001:package:/etc/a:b");
+    }
+
+    #[test]
+    fn dependencies_allocate_nothing_until_there_is_one() {
+        let id = |text: &str| ResourceId(text.into());
+        let mut dependencies = Dependencies::new();
+        assert!(dependencies.0.is_none() && dependencies.is_empty());
+        dependencies.extend([]);
+        assert!(dependencies.0.is_none(), "extending by nothing allocates nothing");
+        dependencies.extend([id("a:package:x"), id("a:file:/y")]);
+        dependencies.push(id("b:package:z"));
+        assert_eq!(
+            dependencies.iter().map(ResourceId::as_str).collect::<Vec<_>>(),
+            ["a:package:x", "a:file:/y", "b:package:z"]
+        );
+        dependencies.retain(|id| id.as_str().starts_with("a:"));
+        assert_eq!(format!("{dependencies:?}"), r#"[ResourceId("a:package:x"), ResourceId("a:file:/y")]"#);
+        assert_eq!(dependencies, [id("a:package:x"), id("a:file:/y")].into_iter().collect());
+        // A resource is four words: id, desired, dependencies, and its two one-byte classes.
+        #[cfg(target_pointer_width = "64")]
+        assert_eq!(std::mem::size_of::<Resource>(), 32);
     }
 
     #[test]
@@ -665,7 +760,7 @@ mod tests {
             unless: None,
             description: "set".to_owned(),
             undo: None,
-            reads: Some(qos_reads()),
+            reads: Some(Box::new(qos_reads())),
         };
         assert_eq!(command("a").fingerprint(), command("b").fingerprint());
         assert!(command("a").fingerprint().starts_with("values:"));

@@ -172,36 +172,11 @@ impl Interner {
         self.seen.insert(shared.clone());
         shared
     }
-
-    /// The shared copy of `text`, which is kept when it is the first.
-    pub fn share(&mut self, text: Text) -> Text {
-        if let Some(shared) = self.seen.get(text.as_str()) {
-            return shared.clone();
-        }
-        self.seen.insert(text.clone());
-        text
-    }
-}
-
-impl FromIterator<Text> for Interner {
-    /// An interner whose shared copies of these texts are the texts themselves.
-    fn from_iter<I: IntoIterator<Item = Text>>(texts: I) -> Self {
-        Self { seen: texts.into_iter().collect() }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_shared_text_is_the_first_copy_seen() {
-        let known: Text = "gpu0001".into();
-        let mut interner: Interner = [known.clone()].into_iter().collect();
-        assert!(interner.share(Text::from("gpu0001")).shares(&known), "a seeded text: its copy");
-        let first = interner.share(Text::from("ctl01"));
-        assert!(interner.share(Text::from("ctl01")).shares(&first), "another: the first copy shared");
-    }
 
     #[test]
     fn interned_copies_share_one_allocation() {

@@ -64,7 +64,7 @@ impl SimCluster {
         for resource in &graph.resources {
             let Desired::Command { argv, creates, unless, reads, .. } = &*resource.desired else { continue };
             let Ok(line) = quote::command_line(argv) else { continue };
-            let host = commands.entry(resource.target.name.to_string()).or_default();
+            let host = commands.entry(resource.target().to_string()).or_default();
             if let Some(path) = creates {
                 host.creates.insert(quote::quote(path).into_owned(), line.clone());
             }

@@ -52,17 +52,15 @@ pub async fn apply<C: Connector, S: std::hash::BuildHasher>(
     let mut waits: Vec<Vec<usize>> = (0..count).map(|index| graph.dependencies(index).collect()).collect();
     let mut watched: Vec<Vec<usize>> = vec![Vec::new(); count];
     for (index, resource) in graph.resources.iter().enumerate() {
-        if let Desired::Service { watches, .. } = &*resource.desired {
-            for id in watches {
-                // Only files ordered before the service can be waited for without
-                // risking a cycle the graph did not check.
-                if let Some(&file) = by_id.get(id.as_str())
-                    && position.get(&file) < position.get(&index)
-                {
-                    watched[index].push(file);
-                    if !waits[index].contains(&file) {
-                        waits[index].push(file);
-                    }
+        for id in resource.watches() {
+            // Only files ordered before the service can be waited for without
+            // risking a cycle the graph did not check.
+            if let Some(&file) = by_id.get(id.as_str())
+                && position.get(&file) < position.get(&index)
+            {
+                watched[index].push(file);
+                if !waits[index].contains(&file) {
+                    waits[index].push(file);
                 }
             }
         }
@@ -74,7 +72,7 @@ pub async fn apply<C: Connector, S: std::hash::BuildHasher>(
     let mut host_slot: HashMap<&str, usize> = HashMap::new();
     let mut host_of = Vec::with_capacity(count);
     for index in 0..count {
-        let host = graph.resources[index].target.name.as_str();
+        let host = graph.resources[index].target();
         let slot = *host_slot.entry(host).or_insert_with(|| {
             hosts.push((host, Vec::new()));
             hosts.len() - 1
@@ -122,7 +120,7 @@ pub async fn apply<C: Connector, S: std::hash::BuildHasher>(
         outcomes.push(ResourceOutcome {
             index,
             id: resource.id.clone(),
-            target: resource.target.name.to_string(),
+            target: resource.target().to_string(),
             outcome,
             elapsed_ms: elapsed.as_millis() as u64,
         });
@@ -407,7 +405,7 @@ impl<C: Connector> Run<'_, C> {
             let _ = events.send(ResourceOutcome {
                 index,
                 id: resource.id.clone(),
-                target: resource.target.name.to_string(),
+                target: resource.target().to_string(),
                 outcome: outcome.clone(),
                 elapsed_ms: elapsed.as_millis() as u64,
             });
@@ -415,7 +413,7 @@ impl<C: Connector> Run<'_, C> {
         {
             let mut state = self.lock();
             if matches!(outcome, Outcome::Failed { .. })
-                && state.failed_hosts.insert(resource.target.name.to_string())
+                && state.failed_hosts.insert(resource.target().to_string())
                 && let Some(percent) = self.options.max_fail_percent
                 && state.failed_hosts.len() * 100 > usize::from(percent) * self.hosts_with_work
                 && !state.aborted
@@ -483,7 +481,7 @@ mod tests {
             name: name.to_owned(),
             enabled: true,
             running: true,
-            watches: ids(watches),
+            watches: crate::resource::watched(&ids(watches)),
             on_change: OnChange::Restart,
         };
         Resource::new(target(host), name, desired).after(ids(watches))

@@ -146,7 +146,7 @@ pub(crate) async fn api_plan(
     // `kubeadm init`): its objects wait, and BMCs and clouds are still planned.
     let pending = kubeadm_pending(compiled, inventory);
     let without_kubernetes = pending.as_ref().and_then(|_| {
-        let resources = compiled.graph.resources.iter().filter(|r| &*r.target.name != KUBERNETES_TARGET).cloned();
+        let resources = compiled.graph.resources.iter().filter(|r| r.target() != KUBERNETES_TARGET).cloned();
         crate::graph::build(resources.collect()).ok()
     });
     let graph = without_kubernetes.as_ref().unwrap_or(&compiled.graph);

@@ -143,9 +143,7 @@ pub fn removals(graph: &ResourceGraph, plan: &Plan, recorded: &State) -> Vec<Rem
         .resources
         .iter()
         .filter_map(|resource| match &*resource.desired {
-            Desired::File { path, .. } | Desired::Directory { path, .. } => {
-                Some((resource.target.name.as_str(), path.as_str()))
-            }
+            Desired::File { path, .. } | Desired::Directory { path, .. } => Some((resource.target(), path.as_str())),
             _ => None,
         })
         .collect();

@@ -47,8 +47,8 @@ pub async fn observe<C: Connector>(
     let mut by_host: BTreeMap<&str, Host<'_>> = BTreeMap::new();
     // API objects are observed through their APIs; hosts not up yet are not read.
     for (index, resource) in graph.resources.iter().enumerate() {
-        if !matches!(*resource.desired, Desired::Api(_)) && !skip.contains(resource.target.name.as_str()) {
-            let host = by_host.entry(resource.target.name.as_str()).or_default();
+        if !matches!(*resource.desired, Desired::Api(_)) && !skip.contains(resource.target()) {
+            let host = by_host.entry(resource.target()).or_default();
             host.indexes.push(index);
             host.resources.push(resource);
         }
@@ -227,7 +227,7 @@ async fn read_old_texts<E: Executor>(executor: &E, files: &[(&str, String)]) -> 
 pub fn by_target(graph: &ResourceGraph) -> HashMap<&str, Vec<usize>> {
     let mut map: HashMap<&str, Vec<usize>> = HashMap::new();
     for (index, resource) in graph.resources.iter().enumerate() {
-        map.entry(resource.target.name.as_str()).or_default().push(index);
+        map.entry(resource.target()).or_default().push(index);
     }
     map
 }
@@ -255,7 +255,7 @@ mod tests {
                 unless,
                 description: name.to_owned(),
                 undo: None,
-                reads,
+                reads: reads.map(Box::new),
             },
         )
     }

@@ -162,7 +162,7 @@ pub async fn run<C: Connector, S: Scheduler, H: NodeHooks>(
         run.report.notes.push("no scheduler answers yet: nothing runs jobs, every change applies at once".to_owned());
         let everything = run.changes.clone();
         let with_bmc: BTreeSet<String> =
-            run.bmc_changes.iter().map(|&index| graph.resources[index].target.name.to_string()).collect();
+            run.bmc_changes.iter().map(|&index| graph.resources[index].target().to_string()).collect();
         for host in &with_bmc {
             run.apply_bmc(host, hooks).await;
         }
@@ -231,14 +231,14 @@ pub async fn run<C: Connector, S: Scheduler, H: NodeHooks>(
         .map(|(name, _)| name.clone())
         .filter(|name| {
             run.changes.iter().any(|&index| {
-                let target = &graph.resources[index].target;
-                target.name == *name && target.kind == crate::resource::TargetKind::Switch
+                let resource = &graph.resources[index];
+                resource.target() == name && resource.target_kind == crate::resource::TargetKind::Switch
             })
         })
         .collect();
     for switch in &restarting {
         let changes: HashSet<usize> =
-            run.changes.iter().copied().filter(|&index| graph.resources[index].target.name == *switch).collect();
+            run.changes.iter().copied().filter(|&index| graph.resources[index].target() == *switch).collect();
         run.apply(connector, apply_options, &changes).await;
         if run.host_failed(switch) {
             run.report.stopped = Some(format!(
@@ -255,7 +255,7 @@ pub async fn run<C: Connector, S: Scheduler, H: NodeHooks>(
         .iter()
         .copied()
         .filter(|&index| {
-            let host = graph.resources[index].target.name.as_str();
+            let host = graph.resources[index].target();
             !rolled.contains(host) && !restarting.iter().any(|name| name == host)
         })
         .collect();
@@ -484,7 +484,7 @@ impl<'a> Run<'a> {
     fn bmc_of(&self, host: &str) -> Vec<usize> {
         self.graph
             .ordered()
-            .filter(|index| self.bmc_changes.contains(index) && self.graph.resources[*index].target.name == host)
+            .filter(|index| self.bmc_changes.contains(index) && self.graph.resources[*index].target() == host)
             .collect()
     }
 
@@ -580,7 +580,7 @@ impl<'a> Run<'a> {
                 self.outcomes[index] = Some(ResourceOutcome {
                     index,
                     id: resource.id.clone(),
-                    target: resource.target.name.to_string(),
+                    target: resource.target().to_string(),
                     outcome: Outcome::Skipped { reason: SkipReason::NotReached },
                     elapsed_ms: 0,
                 });
@@ -605,7 +605,7 @@ impl<'a> Run<'a> {
                     ResourceOutcome {
                         index,
                         id: resource.id.clone(),
-                        target: resource.target.name.to_string(),
+                        target: resource.target().to_string(),
                         outcome,
                         elapsed_ms: 0,
                     }
@@ -711,7 +711,7 @@ impl<'a> Run<'a> {
             .iter()
             .copied()
             .filter(|&index| {
-                let host = &self.graph.resources[index].target.name;
+                let host = &self.graph.resources[index].target();
                 drained.contains(&host.to_string()) && !self.host_failed(host)
             })
             .collect();

@@ -45,8 +45,7 @@ async fn bench_deploy_scale() {
     let compiled = super::health::compile(&loaded, Some(&inventory), &renderer).expect("the blueprint compiles");
     let compiled_in = started.elapsed();
     let graph = &compiled.graph;
-    let hosts =
-        graph.resources.iter().map(|resource| resource.target.name.as_str()).collect::<std::collections::HashSet<_>>();
+    let hosts = graph.resources.iter().map(crate::resource::Resource::target).collect::<std::collections::HashSet<_>>();
     let cluster = loaded.blueprint.cluster.name.clone();
     let sim = SimCluster::new(graph);
     let state_path = dir.path().join("state.json");

@@ -15,7 +15,7 @@ use super::removal;
 use super::state::{Contents, Recorded, State};
 use super::{Action, Baseline, Change, Delta, Plan, ValueChange, Values};
 use crate::graph::ResourceGraph;
-use crate::resource::{Desired, OnChange, ResourceId, id_parts, values_of};
+use crate::resource::{Desired, OnChange, values_of};
 use crate::text::{Interner, Text};
 
 /// Identity of the inputs, recorded in the plan.
@@ -74,15 +74,16 @@ fn compare<'s>(
     let changed_files: Vec<&HashSet<&str, RandomState>> = compared.iter().map(|run| &run.changed_files).collect();
     // How many records a desired resource has: when all do, none is a removal.
     let mut desired_recorded = 0;
+    let mut id = String::new();
     for (number, run) in compared.iter().enumerate() {
         desired_recorded += run.recorded;
         for waiting in &run.waiting {
             // The first watched file changed anywhere before the service: in an earlier
             // run, or earlier in its own.
-            let in_earlier = waiting
-                .watches
-                .iter()
-                .position(|file| changed_files[..number].iter().any(|files| files.contains(file.as_str())));
+            let in_earlier = waiting.watches.iter().position(|file| {
+                let id = watched_id(&mut id, waiting.target, file);
+                changed_files[..number].iter().any(|files| files.contains(id))
+            });
             let Some(first) = in_earlier.into_iter().chain(waiting.in_run).min() else { continue };
             let change = &mut changes[waiting.at];
             change.action = Action::Update;
@@ -124,7 +125,9 @@ struct Compared<'g> {
 struct Waiting<'g> {
     /// Its position in the plan's changes.
     at: usize,
-    watches: &'g [ResourceId],
+    /// Its target, which holds the files it watches.
+    target: &'g str,
+    watches: &'g [Text],
     /// The first of `watches` changed earlier in its own run.
     in_run: Option<usize>,
     verb: &'static str,
@@ -145,6 +148,7 @@ fn compare_run<'g, 's>(
     let mut changed_files: HashSet<&str, RandomState> = HashSet::default();
     let mut waiting = Vec::new();
     let mut diff_cache: HashMap<(&str, &str), Option<Text>> = HashMap::new();
+    let mut id = String::new();
     // Reasons and old fingerprints repeat across nodes: one copy each.
     let mut texts = Interner::default();
     let (not_applied, as_recorded) = (texts.get("not applied yet"), texts.get("as recorded"));
@@ -194,8 +198,9 @@ fn compare_run<'g, 's>(
                 OnChange::Restart => "restart",
                 OnChange::Reload => "reload",
             };
-            let in_run = watches.iter().position(|w| changed_files.contains(w.as_str()));
-            waiting.push(Waiting { at: start + at, watches, in_run, verb });
+            let target = resource.target();
+            let in_run = watches.iter().position(|file| changed_files.contains(watched_id(&mut id, target, file)));
+            waiting.push(Waiting { at: start + at, target, watches, in_run, verb });
         }
         let mut file_diff = None;
         let mut secret = false;
@@ -292,8 +297,19 @@ fn value_changes(before: Option<&str>, after: &str) -> Values {
         .collect()
 }
 
-fn file_name(id: &str) -> &str {
-    id_parts(id).2
+/// The path of a watched file (`file:/etc/slurm/slurm.conf` → `/etc/slurm/slurm.conf`).
+fn file_name(watched: &str) -> &str {
+    watched.split_once(':').map_or(watched, |(_, name)| name)
+}
+
+/// The id of the file a service on `target` watches as `file` (`kind:name`), made in
+/// `buffer`: one lookup per watched file of every unchanged service, none allocated.
+fn watched_id<'b>(buffer: &'b mut String, target: &str, file: &str) -> &'b str {
+    buffer.clear();
+    for part in [target, ":", file] {
+        buffer.push_str(part);
+    }
+    buffer
 }
 
 /// A unified diff of two texts, headed `a{path}` / `b{path}`.
@@ -340,7 +356,7 @@ mod tests {
                 name: "slurmd".into(),
                 enabled: true,
                 running: true,
-                watches: vec![watched.clone()],
+                watches: crate::resource::watched([&watched]),
                 on_change: OnChange::Restart,
             },
         )
@@ -368,7 +384,6 @@ mod tests {
     fn the_same_transition_on_every_node_is_one_delta() {
         let on = |node: &str| {
             let mut file = conf("A=1\n");
-            file.target = Target::node(node);
             file.id = ResourceId::new(node, "file", "/etc/slurm/slurm.conf");
             file
         };
@@ -462,10 +477,10 @@ mod tests {
                 unless: None,
                 description: "QOS `team-a`".into(),
                 undo: Some(Vec::new()),
-                reads: Some(crate::resource::Reads {
+                reads: Some(Box::new(crate::resource::Reads {
                     argv: vec!["sacctmgr".into()],
                     wanted: vec![("Priority".into(), "10".into()), ("GrpTRES".into(), gpus.into())],
-                }),
+                })),
             },
         )
     }

@@ -314,7 +314,7 @@ pub(crate) mod tests {
                 name: name.to_owned(),
                 enabled: true,
                 running: true,
-                watches: vec![file.clone()],
+                watches: crate::resource::watched([&file]),
                 on_change,
             },
         )

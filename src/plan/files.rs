@@ -19,10 +19,10 @@ pub fn write_tree(dir: &Path, resources: &[Resource]) -> std::io::Result<usize> 
     for resource in resources {
         let Desired::File { path, content, secret, .. } = &*resource.desired else { continue };
         if *secret {
-            let _ = writeln!(secrets, "{} {path}", resource.target.name);
+            let _ = writeln!(secrets, "{} {path}", resource.target());
             continue;
         }
-        let destination = dir.join(resource.target.name.as_str()).join(relative(path));
+        let destination = dir.join(resource.target()).join(relative(path));
         if let Some(parent) = destination.parent() {
             std::fs::create_dir_all(parent)?;
         }

@@ -496,7 +496,7 @@ mod tests {
                         unless: None,
                         description: name.to_owned(),
                         undo: undo.map(words),
-                        reads,
+                        reads: reads.map(Box::new),
                     },
                 )
             };
@@ -521,7 +521,7 @@ mod tests {
                     name: "slurmd".into(),
                     enabled: true,
                     running: true,
-                    watches: vec![ResourceId::new("node01", "file", "/etc/slurm/slurm.conf")],
+                    watches: crate::resource::watched([&ResourceId::new("node01", "file", "/etc/slurm/slurm.conf")]),
                     on_change: OnChange::Restart,
                 },
             ),

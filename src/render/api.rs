@@ -280,7 +280,7 @@ cloud:
         let head: Vec<(&str, Vec<&str>)> = api
             .resources
             .iter()
-            .filter(|r| r.target.name == "head")
+            .filter(|r| r.target() == "head")
             .map(|r| (r.id.as_str(), r.depends_on.iter().map(ResourceId::as_str).collect()))
             .collect();
         assert_eq!(
@@ -318,7 +318,7 @@ cloud:
             if matches!(*resource.desired, Desired::Api(_)) {
                 continue;
             }
-            let gate = match resource.target.name.as_str() {
+            let gate = match resource.target() {
                 "head" => "head:power:system",
                 "gpu01" => "gpu01:instance:mixed",
                 "gpu02" => "gpu02:instance:mixed",

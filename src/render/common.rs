@@ -6,7 +6,7 @@
 //! [`Resource`]. It imports no render module, so every render module can import it
 //! without an import circle.
 
-use crate::resource::{Content, Desired, OnChange, Reads, Resource, ResourceId, Target};
+use crate::resource::{Content, Desired, OnChange, Reads, Resource, ResourceId, Target, watched};
 
 /// Where [`apply_once`] keeps its markers.
 pub const APPLIED_DIR: &str = "/var/lib/toolkit/applied";
@@ -81,7 +81,7 @@ impl SysctlApply {
             unless: None,
             description: description.to_owned(),
             undo: None,
-            reads: Some(Reads { argv: read, wanted }),
+            reads: Some(Box::new(Reads { argv: read, wanted })),
         };
         Self { name, desired: std::sync::Arc::new(desired) }
     }
@@ -145,13 +145,12 @@ fn any_file(target: &Target, path: &str, content: Content, mode: u32, owner: (&s
 
 /// An enabled, running service that depends on the files it watches.
 pub(crate) fn service(target: &Target, name: &str, watches: Vec<ResourceId>, on_change: OnChange) -> Resource {
-    let depends = watches.clone();
     Resource::new(
         target.clone(),
         name,
-        Desired::Service { name: name.to_owned(), enabled: true, running: true, watches, on_change },
+        Desired::Service { name: name.to_owned(), enabled: true, running: true, watches: watched(&watches), on_change },
     )
-    .after(depends)
+    .after(watches)
 }
 
 /// An enabled, running service that watches no file, after `after`: a oneshot boot

@@ -18,6 +18,7 @@
 //! Files are rendered once per node group and shared by its nodes.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -29,7 +30,8 @@ use crate::render::common::{
     APPLIED_DIR, apply_once, apt_update, file, load_modules, package, pinned_install, unwatched_service,
 };
 use crate::render::{RenderError, Renderer, package_cache};
-use crate::resource::{Content, Desired, Disruption, Resource, ResourceId, Target};
+use crate::resource::{Content, Desired, Disruption, Resource, ResourceId, Target, watched_file};
+use crate::text::Text;
 
 /// Templates of this module: `(name under templates/, text)`.
 pub const TEMPLATES: &[(&str, &str)] = &[
@@ -193,23 +195,13 @@ fn renamed_ids(prototypes: &[Resource], from: &str, to: &str) -> Vec<ResourceId>
 /// A copy of `prototype` on `target`: its id and every id it refers to on the
 /// prototype's own target renamed by `renamed` (ids on other targets stay).
 fn retarget(prototype: &Resource, target: &Target, renamed: &dyn Fn(&ResourceId) -> ResourceId) -> Resource {
-    let from = prototype.target.name.as_str();
-    // Shared unless it names ids on the prototype's target (a service's watches).
-    let mut desired = std::sync::Arc::clone(&prototype.desired);
-    if let Desired::Service { watches, .. } = &*desired
-        && watches.iter().any(|id| id.0.strip_prefix(from).is_some_and(|rest| rest.starts_with(':')))
-        && let Desired::Service { watches, .. } = std::sync::Arc::make_mut(&mut desired)
-    {
-        for id in watches.iter_mut() {
-            *id = renamed(id);
-        }
-    }
     Resource {
         id: renamed(&prototype.id),
-        target: target.clone(),
-        desired,
+        // Shared: a service names the files it watches without their target.
+        desired: std::sync::Arc::clone(&prototype.desired),
         depends_on: prototype.depends_on.iter().map(renamed).collect(),
         disruption: prototype.disruption,
+        target_kind: target.kind,
     }
 }
 
@@ -238,16 +230,31 @@ fn restart_slurmd_on_plugstack(plugstacks: &HashMap<String, (ResourceId, Resourc
     if plugstacks.is_empty() {
         return;
     }
+    // The nodes of a group share one slurmd and watch the same plugstack.conf: one
+    // changed copy, shared again, per slurmd it was made from and file watched (a
+    // handful: one per group).
+    let mut changed: Vec<(Arc<Desired>, Text, Arc<Desired>)> = Vec::new();
     for resource in out.iter_mut() {
-        // The cheap test first: one resource in dozens is a slurmd. Only then a copy
-        // of what it wants to change: `make_mut` on every resource copied every
-        // Desired shared with another (7% of a 4,096-node plan).
+        // The cheap test first: one resource in dozens is a slurmd.
         if !matches!(&*resource.desired, Desired::Service { name, .. } if name == "slurmd") {
             continue;
         }
-        let Some((file, build)) = plugstacks.get(resource.target.name.as_str()) else { continue };
-        let Desired::Service { watches, .. } = std::sync::Arc::make_mut(&mut resource.desired) else { continue };
-        watches.push(file.clone());
+        let Some((file, build)) = plugstacks.get(resource.target()) else { continue };
+        let plugstack = watched_file(file);
+        let known =
+            changed.iter().find(|(from, watched, _)| Arc::ptr_eq(from, &resource.desired) && *watched == plugstack);
+        let copy = if let Some((_, _, copy)) = known {
+            Arc::clone(copy)
+        } else {
+            let mut desired = Desired::clone(&resource.desired);
+            if let Desired::Service { watches, .. } = &mut desired {
+                watches.push(plugstack.clone());
+            }
+            let copy = Arc::new(desired);
+            changed.push((Arc::clone(&resource.desired), plugstack, Arc::clone(&copy)));
+            copy
+        };
+        resource.desired = copy;
         resource.depends_on.extend([file.clone(), build.clone()]);
     }
 }
@@ -651,15 +658,16 @@ mod tests {
         );
         let mut prototype = prototype;
         if let Desired::Service { watches, .. } = std::sync::Arc::make_mut(&mut prototype.desired) {
-            watches.push(ResourceId::new("gpu001", "file", "/etc/dcgm.conf"));
+            watches.push(watched_file(&ResourceId::new("gpu001", "file", "/etc/dcgm.conf")));
         }
         let copy = retarget(&prototype, &Target::node("gpu0012"), &|id| rename(id, "gpu001", "gpu0012"));
         assert_eq!(copy.id.as_str(), "gpu0012:service:nvidia-dcgm");
-        assert_eq!(copy.target.name, "gpu0012");
+        assert_eq!(copy.target(), "gpu0012");
         let after: Vec<&str> = copy.depends_on.iter().map(ResourceId::as_str).collect();
         assert_eq!(after, ["gpu0012:package:dcgm", "ctl01:package:slurmctld"]);
-        let Desired::Service { watches, .. } = &*copy.desired else { panic!("a service") };
-        assert_eq!(watches, &[ResourceId::new("gpu0012", "file", "/etc/dcgm.conf")]);
+        assert!(Arc::ptr_eq(&copy.desired, &prototype.desired), "what it wants is shared");
+        let watches: Vec<ResourceId> = copy.watches().collect();
+        assert_eq!(watches, [ResourceId::new("gpu0012", "file", "/etc/dcgm.conf")]);
         // Within a node's copy, each of its resources' ids is one allocation.
         let prototypes = [package(&Target::node("gpu001"), "dcgm"), prototype];
         let block = Block::new(&prototypes);

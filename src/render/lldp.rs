@@ -75,8 +75,7 @@ mod tests {
         let blueprint = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/blueprints/lab.yaml"))
             .expect("lab blueprint");
         let out = resources(&blueprint);
-        let services: Vec<&str> =
-            out.iter().filter(|r| r.desired.kind() == "service").map(|r| r.target.name.as_str()).collect();
+        let services: Vec<&str> = out.iter().filter(|r| r.desired.kind() == "service").map(Resource::target).collect();
         // node01–04 have rails, head does not; leaf0, leaf1, spine0.
         assert_eq!(services, ["node01", "node02", "node03", "node04", "leaf0", "leaf1", "spine0"]);
         let conf = out.iter().find(|r| r.id.as_str() == format!("leaf0:file:{CONF}")).expect("leaf0 conf");

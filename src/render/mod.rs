@@ -32,7 +32,6 @@ use thiserror::Error;
 use crate::inventory::Inventory;
 use crate::model::Model;
 use crate::resource::{Content, Resource, SharedDesired};
-use crate::text::Text;
 
 /// A template that could not be loaded or rendered.
 #[derive(Debug, Error)]
@@ -238,14 +237,6 @@ pub fn render(
             Ok(())
         },
     ];
-    // Every stage's resources on a node or switch share one copy of its name.
-    let targets: Vec<Text> = model
-        .nodes
-        .iter()
-        .map(|node| node.name.as_str())
-        .chain(model.fabric.switches.iter().map(|switch| switch.name.as_str()))
-        .map(Text::from)
-        .collect();
     // The host and switch stages (first and fifth) render per node and per switch: at
     // 4,096 nodes they are ~80% of the render. Started first, they run side by side and the small
     // stages fill in around them.
@@ -253,7 +244,7 @@ pub fn render(
         let mut out = Vec::new();
         // Each stage's per-node copies of the same thing become one as they are made,
         // and those changed after (`Arc::make_mut`) before the stage hands them over.
-        let (outcome, mut shared) = SharedDesired::during(&targets, || stage(&mut out));
+        let (outcome, mut shared) = SharedDesired::during(|| stage(&mut out));
         outcome?;
         shared.share(&mut out);
         Ok::<_, RenderError>(out)

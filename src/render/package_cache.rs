@@ -148,7 +148,7 @@ pub fn order_package_installs(resources: &mut [Resource]) {
     let proxied: std::collections::HashMap<Text, ResourceId, foldhash::fast::RandomState> = resources
         .iter()
         .filter(|resource| matches!(&*resource.desired, Desired::File { path, .. } if path == APT_PROXY))
-        .map(|resource| (resource.target.name.clone(), resource.id.clone()))
+        .map(|resource| (Text::from(resource.target()), resource.id.clone()))
         .collect();
     if proxied.is_empty() {
         return;
@@ -160,7 +160,7 @@ pub fn order_package_installs(resources: &mut [Resource]) {
             _ => false,
         };
         if uses_apt
-            && let Some(proxy) = proxied.get(&resource.target.name)
+            && let Some(proxy) = proxied.get(resource.target())
             && !resource.depends_on.contains(proxy)
         {
             resource.depends_on.push(proxy.clone());
@@ -202,17 +202,13 @@ mod tests {
         assert!(daemon.depends_on.contains(&conf.id));
         let proxy = find(&out, &format!("dgx001:file:{APT_PROXY}"));
         assert!(text(proxy).contains("Acquire::http::Proxy \"http://"), "{}", text(proxy));
-        assert_eq!(
-            proxy.depends_on.as_slice(),
-            std::slice::from_ref(&daemon.id),
-            "the cache runs before any node uses it"
-        );
+        assert_eq!(&proxy.depends_on[..], std::slice::from_ref(&daemon.id), "the cache runs before any node uses it");
         assert!(
             out.iter().all(|r| r.id.as_str() != format!("mgmt01:file:{APT_PROXY}")),
             "the cache host fetches itself"
         );
         // Every package and apt-get of a proxied node waits for the proxy setting.
-        for resource in out.iter().filter(|r| r.target.name == "dgx001") {
+        for resource in out.iter().filter(|r| r.target() == "dgx001") {
             let apt = match &*resource.desired {
                 Desired::Package { .. } => true,
                 Desired::Command { argv, .. } => argv.iter().any(|word| word.contains("apt-get")),

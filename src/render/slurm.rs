@@ -25,7 +25,7 @@ use crate::inventory::{Inventory, SecretRef};
 use crate::model::Model;
 use crate::model::slurm::{self as slurm_model, SlurmConfig, SlurmHost};
 use crate::render::{RenderError, Renderer};
-use crate::resource::{Content, Desired, Disruption, OnChange, Reads, Resource, ResourceId, Target};
+use crate::resource::{Content, Desired, Disruption, OnChange, Reads, Resource, ResourceId, Target, watched};
 
 /// Templates of this module: `(name under templates/, text)`.
 pub const TEMPLATES: &[(&str, &str)] = &[
@@ -336,11 +336,17 @@ fn package(host: &str, name: &str) -> Resource {
     Resource::new(Target::node(host), name, Desired::Package { name: name.to_owned() })
 }
 
-fn service(host: &str, name: &str, watches: Vec<ResourceId>) -> Resource {
+fn service(host: &str, name: &str, watches: &[ResourceId]) -> Resource {
     Resource::new(
         Target::node(host),
         name,
-        Desired::Service { name: name.to_owned(), enabled: true, running: true, watches, on_change: OnChange::Restart },
+        Desired::Service {
+            name: name.to_owned(),
+            enabled: true,
+            running: true,
+            watches: watched(watches),
+            on_change: OnChange::Restart,
+        },
     )
 }
 
@@ -420,7 +426,7 @@ fn host_resources(host: &SlurmHost, files: &SlurmFiles, links: &HostLinks<'_>, o
             .after([munge_package.clone()]);
     let munge_key_id = munge_key.id.clone();
     out.push(munge_key);
-    out.push(service(name, "munge", vec![munge_key_id.clone()]).after([munge_package, munge_key_id]));
+    out.push(service(name, "munge", std::slice::from_ref(&munge_key_id)).after([munge_package, munge_key_id]));
     let munge_service = service_id(name, "munge");
 
     let mut config_files = vec![(SLURM_CONF, &files.slurm_conf), (CGROUP_CONF, &files.cgroup_conf)];
@@ -458,7 +464,7 @@ fn host_resources(host: &SlurmHost, files: &SlurmFiles, links: &HostLinks<'_>, o
         after.extend(watched.iter().cloned());
         after.extend(links.slurmdbd.cloned());
         after.extend(links.add_cluster.cloned());
-        out.push(service(name, "slurmctld", watched.clone()).after(after));
+        out.push(service(name, "slurmctld", &watched).after(after));
     }
     if host.compute {
         let mut after = vec![package_id(name, "slurmd"), munge_service, links.slurmctld.clone()];
@@ -468,7 +474,7 @@ fn host_resources(host: &SlurmHost, files: &SlurmFiles, links: &HostLinks<'_>, o
             after.push(devices.id.clone());
             out.push(devices);
         }
-        out.push(service(name, "slurmd", watched).after(after));
+        out.push(service(name, "slurmd", &watched).after(after));
     }
 }
 
@@ -476,7 +482,7 @@ fn database_resources(name: &str, database: &DatabaseFiles, munge_service: &Reso
     let mariadb_package = package_id(name, "mariadb-server");
     let slurmdbd_package = package_id(name, "slurmdbd");
     let client = package_id(name, "slurm-client");
-    out.push(service(name, "mariadb", Vec::new()).after([mariadb_package]));
+    out.push(service(name, "mariadb", &[]).after([mariadb_package]));
     let mariadb_service = service_id(name, "mariadb");
 
     // Owned by the slurm user the package created; slurmdbd refuses any other owner or mode.
@@ -509,7 +515,7 @@ fn database_resources(name: &str, database: &DatabaseFiles, munge_service: &Reso
     .after([mariadb_service.clone(), setup_id, client_id]);
     let db_user_id = db_user.id.clone();
     out.push(db_user);
-    out.push(service(name, "slurmdbd", vec![conf_id.clone()]).after([
+    out.push(service(name, "slurmdbd", std::slice::from_ref(&conf_id)).after([
         slurmdbd_package,
         munge_service.clone(),
         mariadb_service,
@@ -807,7 +813,7 @@ fn set_command(
             unless: None,
             description,
             undo: None,
-            reads: Some(reads),
+            reads: Some(Box::new(reads)),
         },
     )
 }
@@ -896,7 +902,8 @@ mod tests {
                     let secret = if *secret { " secret" } else { "" };
                     format!("{mode:o} {owner}:{group}{secret} sha256:{}", &content.sha256()[..12])
                 }
-                Desired::Service { watches, .. } => {
+                Desired::Service { .. } => {
+                    let watches: Vec<ResourceId> = resource.watches().collect();
                     format!("watches [{}]", watches.iter().map(ResourceId::as_str).collect::<Vec<_>>().join(", "))
                 }
                 Desired::Command { argv, unless, reads: None, .. } => format!("{argv:?} unless {unless:?}"),
@@ -929,7 +936,7 @@ mod tests {
         let devices: Vec<&Resource> =
             out.iter().filter(|r| r.id.as_str().ends_with(":command:fake-gpu-devices")).collect();
         // The head has no GPUs and node03 has real ones: only node02 gets devices.
-        assert_eq!(devices.iter().map(|r| r.target.name.as_str()).collect::<Vec<_>>(), ["node02"]);
+        assert_eq!(devices.iter().map(|r| r.target()).collect::<Vec<_>>(), ["node02"]);
         let Desired::Command { argv, unless, creates, .. } = &*devices[0].desired else { panic!("{:?}", devices[0]) };
         assert_eq!(argv[..2], ["sh", "-c"]);
         assert!(argv[2].contains(r#"echo "c /dev/nvidia$i 0666 root root - 195:$i""#), "{argv:?}");

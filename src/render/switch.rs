@@ -20,7 +20,7 @@ use crate::model::Model;
 use crate::render::common::{SysctlApply, apply_once, owned_file, package};
 use crate::render::links::{LinkName, LinkNamer};
 use crate::render::{RenderError, Renderer};
-use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target};
+use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target, watched};
 use crate::topology::ports::{self, DEFAULT_PORT_PREFIX, Direction, FabricPort, HOST_INTERFACE, HOST_VLAN};
 use crate::topology::qos::{CNP_PRIORITY, DEFAULT_PRIORITY as DEFAULT_ROCE_PRIORITY, roce_priority};
 use crate::topology::{Switch, SwitchRole};
@@ -392,7 +392,7 @@ fn render_frr(
             name: "frr".to_owned(),
             enabled: true,
             running: true,
-            watches: vec![daemons.id.clone(), conf.id.clone()],
+            watches: watched([&daemons.id, &conf.id]),
             on_change: OnChange::Reload,
         },
     )
@@ -675,7 +675,7 @@ fn render_opensm(
                 name: "opensm".to_owned(),
                 enabled: true,
                 running: true,
-                watches: vec![conf.id.clone(), partitions.id.clone()],
+                watches: watched([&conf.id, &partitions.id]),
                 on_change: OnChange::Restart,
             },
         )

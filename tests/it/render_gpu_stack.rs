@@ -47,13 +47,13 @@ fn stack_of(name: &str, node: &str) -> String {
     let without = render_all(&bare, None);
     let before: BTreeSet<String> = without
         .iter()
-        .filter(|r| r.target.name == node)
+        .filter(|r| r.target() == node)
         .map(|r| format!("{}{:?}{:?}", r.id, r.desired, r.depends_on))
         .collect();
     let mut out = String::new();
     // The RoCE host QoS comes with the OFED stack too; it has its own golden file
     // (`render_roce_qos.rs`).
-    for resource in with.iter().filter(|r| r.target.name == node && !r.id.as_str().contains("roce-qos")) {
+    for resource in with.iter().filter(|r| r.target() == node && !r.id.as_str().contains("roce-qos")) {
         if before.contains(&format!("{}{:?}{:?}", resource.id, resource.desired, resource.depends_on)) {
             continue;
         }
@@ -74,12 +74,12 @@ fn describe(resource: &Resource, out: &mut String) {
         Desired::Package { name } => {
             let _ = writeln!(out, "  package {name}");
         }
-        Desired::Service { name, enabled, running, watches, on_change } => {
-            let watched: Vec<&str> = watches.iter().map(ResourceId::as_str).collect();
+        Desired::Service { name, enabled, running, on_change, .. } => {
+            let files: Vec<String> = resource.watches().map(|id| id.to_string()).collect();
             let _ = writeln!(
                 out,
                 "  service {name} enabled={enabled} running={running} {on_change:?} on change of [{}]",
-                watched.join(", ")
+                files.join(", ")
             );
         }
         Desired::Command { argv, creates, unless, description, .. } => {
@@ -220,9 +220,31 @@ fn a_gpu_controller_gets_the_stack_and_pyxis_once() {
     let mut gpu_head = blueprint("h200-roce-64");
     gpu_head.node_groups[0].gpu = gpu_head.node_groups[2].gpu.clone();
     let resources = render_all(&gpu_head, None);
-    let on_ctl: Vec<&str> = resources.iter().filter(|r| r.target.name == "ctl01").map(|r| r.id.as_str()).collect();
+    let on_ctl: Vec<&str> = resources.iter().filter(|r| r.target() == "ctl01").map(|r| r.id.as_str()).collect();
     assert!(
         on_ctl.contains(&"ctl01:command:nvidia-driver") && on_ctl.contains(&"ctl01:file:/etc/slurm/plugstack.conf")
     );
     assert_eq!(on_ctl.iter().filter(|id| **id == "ctl01:package:curl").count(), 1);
+}
+
+#[test]
+fn the_nodes_of_a_group_share_one_copy_of_each_service_and_watch_their_own_files() {
+    let resources = render_all(&blueprint("h100-superpod-1su"), None);
+    let on_gpu_nodes = |name: &str| -> Vec<&Resource> {
+        let suffix = format!(":service:{name}");
+        resources.iter().filter(|r| r.target().starts_with("dgx") && r.id.as_str().ends_with(&suffix)).collect()
+    };
+    for name in ["slurmd", "munge", "nvidia-dcgm", "nvidia-fabricmanager", "lustre.mount"] {
+        let services = on_gpu_nodes(name);
+        assert_eq!(services.len(), 31, "{name}: one per GPU node");
+        assert!(services.iter().all(|s| std::sync::Arc::ptr_eq(&s.desired, &services[0].desired)), "{name}: one copy");
+    }
+    // The slurmd every node shares (plugstack.conf added after the stages) restarts
+    // on a change of the node's own files only.
+    for slurmd in on_gpu_nodes("slurmd") {
+        let watches: Vec<ResourceId> = slurmd.watches().collect();
+        let own = format!("{}:file:{}", slurmd.target(), toolkit::render::gpu_stack::PLUGSTACK);
+        assert!(watches.iter().any(|id| id.as_str() == own), "{watches:?}");
+        assert!(watches.iter().all(|id| id.as_str().starts_with(&format!("{}:", slurmd.target()))), "{watches:?}");
+    }
 }

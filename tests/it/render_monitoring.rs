@@ -172,7 +172,7 @@ fn scrape_targets_follow_the_blueprint_nodes() {
     );
     let prometheus = file_text(&fewer, "head:file:/etc/prometheus/prometheus.yml");
     assert!(!prometheus.contains("node04") && prometheus.contains("node03"), "{prometheus}");
-    assert!(!fewer.iter().any(|r| r.target.name == "node04"));
+    assert!(!fewer.iter().any(|r| r.target() == "node04"));
 }
 
 #[test]
@@ -188,7 +188,7 @@ fn configs_are_checked_before_activation_and_restart_their_daemon() {
         assert_eq!(argv.join(" "), check);
     }
     let prometheus = all.iter().find(|r| r.id.as_str() == "head:service:prometheus").expect("prometheus service");
-    let Desired::Service { watches, .. } = &*prometheus.desired else { panic!("not a service") };
+    let watches: Vec<_> = prometheus.watches().collect();
     assert!(watches.iter().any(|id| id.as_str() == "head:file:/etc/prometheus/toolkit.rules.yml"), "{watches:?}");
 }
 

@@ -51,7 +51,7 @@ fn files<'a>(resources: &'a [Resource], path: &str) -> Vec<(&'a str, &'a str)> {
     resources
         .iter()
         .filter_map(|r| match &*r.desired {
-            Desired::File { path: p, content, .. } if p == path => Some((r.target.name.as_str(), content.text())),
+            Desired::File { path: p, content, .. } if p == path => Some((r.target(), content.text())),
             _ => None,
         })
         .collect()
@@ -148,8 +148,10 @@ fn frr_files_services_and_checks_are_declared() {
         }
         other => panic!("{other:?}"),
     }
-    match &*find(&resources, "leaf0:service:frr").desired {
-        Desired::Service { watches, on_change, .. } => {
+    let frr = find(&resources, "leaf0:service:frr");
+    match &*frr.desired {
+        Desired::Service { on_change, .. } => {
+            let watches: Vec<ResourceId> = frr.watches().collect();
             assert_eq!(*on_change, OnChange::Reload);
             assert!(watches.contains(&ResourceId::new("leaf0", "file", "/etc/frr/frr.conf")));
             assert!(watches.contains(&ResourceId::new("leaf0", "file", "/etc/frr/daemons")));
@@ -287,7 +289,7 @@ switches:
 fn superpod_subnet_managers_get_opensm_files_and_switches_nothing() {
     let model = model("h100-superpod-1su");
     let resources = render_all(&model, Some(&inventory("h100-superpod-1su")));
-    assert!(resources.iter().all(|r| r.target.kind != toolkit::resource::TargetKind::Switch));
+    assert!(resources.iter().all(|r| r.target_kind != toolkit::resource::TargetKind::Switch));
     insta::assert_snapshot!("superpod_mgmt01_opensm_conf", text(&resources, "mgmt01", "/etc/opensm/opensm.conf"));
     insta::assert_snapshot!("superpod_partitions_conf", text(&resources, "mgmt01", "/etc/opensm/partitions.conf"));
     assert!(text(&resources, "mgmt02", "/etc/opensm/opensm.conf").contains("\nsm_priority 14\n"));

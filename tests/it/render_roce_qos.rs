@@ -22,7 +22,7 @@ fn render_example(edit: impl FnOnce(&mut toolkit::blueprint::schema::Blueprint))
 
 fn qos_of(resources: &[Resource], node: &str) -> String {
     let mut out = String::new();
-    for resource in resources.iter().filter(|r| r.target.name == node && r.id.as_str().contains("roce-qos")) {
+    for resource in resources.iter().filter(|r| r.target() == node && r.id.as_str().contains("roce-qos")) {
         let _ = writeln!(out, "{} ({:?})", resource.id, resource.disruption);
         match &*resource.desired {
             Desired::File { content, mode, .. } => {

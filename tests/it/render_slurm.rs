@@ -359,7 +359,7 @@ fn apply_commands(
     for index in graph.ordered() {
         let resource = &graph.resources[index];
         match &*resource.desired {
-            Desired::Service { name, .. } if resource.target.name == "head" => start_service(name, sandbox),
+            Desired::Service { name, .. } if resource.target() == "head" => start_service(name, sandbox),
             Desired::Command { argv, unless, reads, .. } => {
                 let run = |argv: &[String]| -> Output {
                     let argv = sandboxed(argv, sandbox, mariadb_socket);

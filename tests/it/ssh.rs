@@ -389,7 +389,7 @@ async fn the_walker_applies_then_finds_nothing_to_change() {
     for k in 1..=4 {
         let session = pool.session(&format!("host{k}")).await.expect("session");
         let resources: Vec<&Resource> =
-            graph.resources.iter().filter(|resource| resource.target.name == format!("host{k}")).collect();
+            graph.resources.iter().filter(|resource| resource.target() == format!("host{k}")).collect();
         let observed = facts::gather(session.as_ref(), &resources).await.expect("facts");
         for resource in resources {
             let index = graph.resources.iter().position(|r| r.id == resource.id).expect("index");

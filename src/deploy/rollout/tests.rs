@@ -354,8 +354,8 @@ async fn a_rollout_resumes_from_every_step_without_draining_a_done_node_again() 
         slurm.drain_by_admin("node02", "toolkit:rollout r1 drain: x");
         let mut state = first.state.clone();
         for resource in &first.graph.resources {
-            if resource.target.name == "node01"
-                || (step >= RolloutStep::Applied && step != RolloutStep::Failed && resource.target.name == "node02")
+            if resource.target() == "node01"
+                || (step >= RolloutStep::Applied && step != RolloutStep::Failed && resource.target() == "node02")
             {
                 state.record(resource);
             }
@@ -506,7 +506,7 @@ async fn switches_that_restart_go_one_at_a_time_before_anything_else() {
                 name: "frr".into(),
                 enabled: true,
                 running: true,
-                watches: vec![watched.clone()],
+                watches: crate::resource::watched([&watched]),
                 on_change: crate::resource::OnChange::Restart,
             },
         )

@@ -319,7 +319,7 @@ fn charts_install_from_the_control_host_after_their_values() {
     let resources = resources(&model_of(EXAMPLE));
     let on_ctl: Vec<(&str, Vec<&str>)> = resources
         .iter()
-        .filter(|r| r.target.name == "ctl01")
+        .filter(|r| r.target() == "ctl01")
         .map(|r| (r.id.as_str(), r.depends_on.iter().map(ResourceId::as_str).collect()))
         .collect();
     assert_eq!(
