@@ -31,7 +31,6 @@ use crate::render::common::{
 };
 use crate::render::{RenderError, Renderer, package_cache};
 use crate::resource::{Content, Desired, Disruption, Resource, ResourceId, Target, watched_file};
-use crate::text::Text;
 
 /// Templates of this module: `(name under templates/, text)`.
 pub const TEMPLATES: &[(&str, &str)] = &[
@@ -230,33 +229,19 @@ fn restart_slurmd_on_plugstack(plugstacks: &HashMap<String, (ResourceId, Resourc
     if plugstacks.is_empty() {
         return;
     }
-    // The nodes of a group share one slurmd and watch the same plugstack.conf: one
-    // changed copy, shared again, per slurmd it was made from and file watched (a
-    // handful: one per group).
-    let mut changed: Vec<(Arc<Desired>, Text, Arc<Desired>)> = Vec::new();
     for resource in out.iter_mut() {
-        // The cheap test first: one resource in dozens is a slurmd.
+        // The cheap test first: one resource in dozens is a slurmd. Only then a copy
+        // of what it wants to change, shared again below.
         if !matches!(&*resource.desired, Desired::Service { name, .. } if name == "slurmd") {
             continue;
         }
         let Some((file, build)) = plugstacks.get(resource.target()) else { continue };
-        let plugstack = watched_file(file);
-        let known =
-            changed.iter().find(|(from, watched, _)| Arc::ptr_eq(from, &resource.desired) && *watched == plugstack);
-        let copy = if let Some((_, _, copy)) = known {
-            Arc::clone(copy)
-        } else {
-            let mut desired = Desired::clone(&resource.desired);
-            if let Desired::Service { watches, .. } = &mut desired {
-                watches.push(plugstack.clone());
-            }
-            let copy = Arc::new(desired);
-            changed.push((Arc::clone(&resource.desired), plugstack, Arc::clone(&copy)));
-            copy
-        };
-        resource.desired = copy;
+        let Desired::Service { watches, .. } = Arc::make_mut(&mut resource.desired) else { continue };
+        watches.push(watched_file(file));
         resource.depends_on.extend([file.clone(), build.clone()]);
     }
+    // Every node of a group changed its slurmd alike: one copy per group again.
+    crate::resource::SharedDesired::default().share(out);
 }
 
 /// Every file text of one group, rendered once.
