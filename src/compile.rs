@@ -67,6 +67,9 @@ pub fn compile_with(
             .join(": ");
         Diagnostics(vec![Diagnostic::error("render-failed", message).help(error.help())])
     })?;
+    // Each stage frees much of what it made (rendered texts hashed, lookup tables)
+    // on other threads than the next stage allocates on: handed back between them.
+    crate::memory::release_freed();
     let health_start = resources.len();
     extend(&model, &mut resources)?;
     crate::resource::SharedDesired::default().share(&mut resources[health_start..]);
@@ -89,12 +92,10 @@ pub fn compile_with(
     all.extend(render::kubernetes::resources(&model));
     // Describing the resources (formatting each distinct one's fingerprint) only reads
     // them, as finding their dependencies does: the two run side by side.
-    let (edges, described) = std::thread::scope(|scope| {
-        let described = scope.spawn(|| Described::of_resources(&all));
-        let edges = graph::resolve(&all);
-        (edges, described.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-    });
+    let (edges, described) = rayon::join(|| graph::resolve(&all), || Described::of_resources(&all));
+    crate::memory::release_freed();
     let graph = graph::assemble(all, edges?)?;
+    crate::memory::release_freed();
     Ok(Compiled { model, graph, described, firmware: api.firmware })
 }
 

@@ -31,6 +31,7 @@ pub mod inventory;
 pub mod kube;
 pub mod lab;
 pub mod manifest;
+pub mod memory;
 pub mod model;
 pub mod parallel;
 pub mod plan;
