@@ -626,20 +626,20 @@ impl SharedDesired {
     /// freed one by one instead of living until the stage ends (at 4,096 nodes they
     /// were ~20 MB at once, freed on the render threads where the plan that follows
     /// could not reuse them). Returns what `stage` returns and the copies seen, for
-    /// [`SharedDesired::share`] of resources changed after they were made. `stage`
-    /// must not wait on the thread pool (`crate::parallel`, `rayon`): a pool thread
-    /// that waits runs other jobs meanwhile, another stage among them, which would
-    /// take over this thread's sharing.
+    /// [`SharedDesired::share`] of resources changed after they were made. A stage
+    /// run inside another (a pool thread that waits runs other jobs meanwhile) has
+    /// its own sharing, and the enclosing one's is back when it ends.
     pub fn during<R>(stage: impl FnOnce() -> R) -> (R, Self) {
-        /// Ends the sharing even when `stage` panics.
-        struct Scope;
+        /// Puts the enclosing stage's sharing back, even when `stage` panics.
+        struct Scope(Option<SharedDesired>);
         impl Drop for Scope {
             fn drop(&mut self) {
-                STAGE_SHARING.with_borrow_mut(Option::take);
+                let enclosing = self.0.take();
+                STAGE_SHARING.with_borrow_mut(|sharing| *sharing = enclosing);
             }
         }
-        STAGE_SHARING.with_borrow_mut(|sharing| *sharing = Some(Self::default()));
-        let scope = Scope;
+        let enclosing = STAGE_SHARING.with_borrow_mut(|sharing| sharing.replace(Self::default()));
+        let scope = Scope(enclosing);
         let result = stage();
         let shared = STAGE_SHARING.with_borrow_mut(Option::take).unwrap_or_default();
         drop(scope);
@@ -674,11 +674,10 @@ impl SharedDesired {
             if Arc::strong_count(&resource.desired) > 1 {
                 continue;
             }
-            let own = Arc::clone(&resource.desired);
-            match self.entry(&own) {
+            match self.entry(&resource.desired) {
                 (_, Entry::Occupied(seen)) => resource.desired = Arc::clone(&seen.get().1),
                 (hash, Entry::Vacant(slot)) => {
-                    slot.insert((hash, own));
+                    slot.insert((hash, Arc::clone(&resource.desired)));
                 }
             }
         }
@@ -729,6 +728,20 @@ mod tests {
         assert!(panicked.is_err());
         let after = [package("node01"), package("node02")];
         assert!(!Arc::ptr_eq(&after[0].desired, &after[1].desired), "a panicking stage ends its sharing");
+    }
+
+    #[test]
+    fn a_stage_run_inside_another_leaves_the_enclosing_sharing_as_it_was() {
+        let package =
+            |node: &str| Resource::new(Target::node(node), "munge", Desired::Package { name: "munge".into() });
+        let ((first, (inner, inner_seen), last), seen) = SharedDesired::during(|| {
+            let first = package("node01");
+            let inner = SharedDesired::during(|| package("node02"));
+            (first, inner, package("node03"))
+        });
+        assert!(!Arc::ptr_eq(&first.desired, &inner.desired), "the inner stage shares on its own");
+        assert!(Arc::ptr_eq(&first.desired, &last.desired), "the enclosing sharing is back after it");
+        assert_eq!((seen.seen.len(), inner_seen.seen.len()), (1, 1));
     }
 
     #[test]
