@@ -219,6 +219,7 @@ pub fn render(
     // (and every plan made of them) come out as a sequential render makes them.
     // The GPU stage's plugstacks change the slurm stage's slurmd: applied after both.
     let plugstacks = std::sync::Mutex::new(gpu_stack::SlurmdPlugstacks::default());
+    let proxies = package_cache::ProxySettings::of(model);
     let stages: [&Stage<'_>; 9] = [
         &|out| host::render(model, inventory, renderer, out),
         &|out| slurm::render(model, inventory, renderer, secrets, out),
@@ -240,24 +241,30 @@ pub fn render(
     // The host and switch stages (first and fifth) render per node and per switch: at
     // 4,096 nodes they are ~80% of the render. Started first, they run side by side and the small
     // stages fill in around them.
-    let outputs = crate::parallel::ordered_longest_first(&stages, &[0, 4], |stage| {
+    let mut outputs = crate::parallel::ordered_longest_first(&stages, &[0, 4], |stage| {
         let mut out = Vec::new();
         // Each stage's per-node copies of the same thing become one as they are made,
         // and those changed after (`Arc::make_mut`) before the stage hands them over.
         let (outcome, mut shared) = SharedDesired::during(|| stage(&mut out));
         outcome?;
         shared.share(&mut out);
+        proxies.order(&mut out);
         Ok::<_, RenderError>(out)
     });
+    // slurmd is the slurm stage's: only its output is searched.
+    if let Some(Ok(slurm)) = outputs.get_mut(SLURM_STAGE) {
+        plugstacks.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).apply(slurm);
+    }
     let mut resources = Vec::with_capacity(outputs.iter().map(|output| output.as_ref().map_or(0, Vec::len)).sum());
     // The first failing stage in stage order: the error a sequential render reports.
     for output in outputs {
         resources.extend(output?);
     }
-    plugstacks.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).apply(&mut resources);
-    package_cache::order_package_installs(&mut resources);
     Ok(resources)
 }
+
+/// The slurm stage's place in [`render`]'s stages.
+const SLURM_STAGE: usize = 1;
 
 /// One render stage: appends its resources to the vector it is given.
 type Stage<'a> = dyn Fn(&mut Vec<Resource>) -> Result<(), RenderError> + Sync + 'a;

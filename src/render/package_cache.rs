@@ -4,7 +4,7 @@
 //! node pointed at that and nothing deployed.
 //!
 //! Stage: render. Input: the model. Output: resources appended to `out`, and an
-//! ordering pass ([`order_package_installs`]) run once every module has rendered:
+//! ordering ([`ProxySettings::order`]) of what every stage renders:
 //! a node's package installs and `apt-get` commands wait for its proxy setting, which
 //! waits for the cache's service on the cache node.
 //!
@@ -19,11 +19,10 @@ use serde::Serialize;
 
 use crate::blueprint::schema::PACKAGE_CACHE_AUTO_NODES;
 use crate::blueprint::schema::Role;
-use crate::model::Model;
+use crate::model::{Model, Node};
 use crate::render::common::{file, package, service};
 use crate::render::{RenderError, Renderer};
 use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target};
-use crate::text::Text;
 
 /// Templates of this module: `(name under templates/, text)`.
 pub const TEMPLATES: &[(&str, &str)] = &[
@@ -134,36 +133,62 @@ pub fn render(model: &Model, renderer: &Renderer, out: &mut Vec<Resource>) -> Re
     };
     // One content for every node: the same bytes, hashed once.
     let conf = Content::new(renderer.render("packages/apt-proxy.conf.j2", ProxyConf { what: &what, url: proxy })?);
-    for node in model.nodes.iter().filter(|node| Some(node.name.as_str()) != cache_host) {
+    for node in proxied(model, cache_host) {
         out.push(file(&Target::node(&node.name), APT_PROXY, conf.clone(), 0o644).after(ready.clone()));
     }
     Ok(())
 }
 
-/// Makes every package install and `apt-get` command of a node that has a proxy
-/// setting wait for it, whichever module rendered them (once: a second call adds
-/// nothing to resources already ordered).
-pub fn order_package_installs(resources: &mut [Resource]) {
+/// The nodes that get a proxy setting: all but the cache's own.
+fn proxied<'a>(model: &'a Model, cache_host: Option<&'a str>) -> impl Iterator<Item = &'a Node> {
+    model.nodes.iter().filter(move |node| Some(node.name.as_str()) != cache_host)
+}
+
+/// Each proxied node's proxy setting, by node name: what the node's package installs
+/// and `apt-get` commands wait for, whichever stage rendered them. Known from the model
+/// before anything renders, so every stage orders its own output while the other
+/// stages still render (at 4,096 nodes a pass over the joined ~230,000 resources was
+/// ~8 ms of a plan's sequential path).
+#[derive(Debug, Default)]
+pub struct ProxySettings<'a> {
     // foldhash: looked up once per package of every node.
-    let proxied: std::collections::HashMap<Text, ResourceId, foldhash::fast::RandomState> = resources
-        .iter()
-        .filter(|resource| matches!(&*resource.desired, Desired::File { path, .. } if path == APT_PROXY))
-        .map(|resource| (Text::from(resource.target()), resource.id.clone()))
-        .collect();
-    if proxied.is_empty() {
-        return;
-    }
-    for resource in resources.iter_mut() {
-        let uses_apt = match &*resource.desired {
-            Desired::Package { .. } => true,
-            Desired::Command { argv, .. } => argv.iter().any(|word| word.contains("apt-get")),
-            _ => false,
+    by_node: std::collections::HashMap<&'a str, ResourceId, foldhash::fast::RandomState>,
+}
+
+impl<'a> ProxySettings<'a> {
+    /// The settings [`render`] writes for `model`'s nodes.
+    #[must_use]
+    pub fn of(model: &'a Model) -> Self {
+        let cache_host = match resolve(model) {
+            None => return Self::default(),
+            Some(PackageSource::Cache { host, .. }) => model.nodes.iter().find(|node| node.name == host),
+            Some(PackageSource::Site { .. }) => None,
         };
-        if uses_apt
-            && let Some(proxy) = proxied.get(resource.target())
-            && !resource.depends_on.contains(proxy)
-        {
-            resource.depends_on.push(proxy.clone());
+        let by_node = proxied(model, cache_host.map(|node| node.name.as_str()))
+            .map(|node| (node.name.as_str(), ResourceId::new(&node.name, "file", APT_PROXY)))
+            .collect();
+        Self { by_node }
+    }
+
+    /// Makes every package install and `apt-get` command in `resources` of a proxied
+    /// node wait for its proxy setting (once: a second call adds nothing to resources
+    /// already ordered).
+    pub fn order(&self, resources: &mut [Resource]) {
+        if self.by_node.is_empty() {
+            return;
+        }
+        for resource in resources.iter_mut() {
+            let uses_apt = match &*resource.desired {
+                Desired::Package { .. } => true,
+                Desired::Command { argv, .. } => argv.iter().any(|word| word.contains("apt-get")),
+                _ => false,
+            };
+            if uses_apt
+                && let Some(proxy) = self.by_node.get(resource.target())
+                && !resource.depends_on.contains(proxy)
+            {
+                resource.depends_on.push(proxy.clone());
+            }
         }
     }
 }
