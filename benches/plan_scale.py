@@ -12,10 +12,17 @@ blueprints/h100-superpod-1su.yaml), which adds ~30 resources per GPU node. With
 SOFTWARE=both each size is also measured without that section (the figure before the
 section existed), printed as a second line and as `software=no` in the summary.
 
+With MONITORING=yes the blueprints also declare a `monitoring` section (Prometheus,
+exporters, and the node health program and switch cabling checks that come with it),
+as a cluster in production does; MONITORING=both measures each size with and without
+it (`monitoring=yes|no` in the summary). The default, without it, is the blueprint the
+issue's time and memory goals were set on.
+
     python3 benches/plan_scale.py            # all sizes, with the software section
     python3 benches/plan_scale.py 4096       # some sizes
     RUNS=5 python3 benches/plan_scale.py
     SOFTWARE=both python3 benches/plan_scale.py 4096   # with and without it
+    MONITORING=both python3 benches/plan_scale.py 4096 # with and without monitoring
     BEFORE=/tmp/toolkit-main python3 benches/plan_scale.py 4096   # before/after, same run
 
 With BEFORE=<a toolkit binary> (say, a release build of main) each size is run with
@@ -24,7 +31,7 @@ that binary too, alternating run by run with this tree's, and printed as
 from the same run, under the same load.
 
 Prints one line per size (and variant), then
-`plan_scale n=<n> software=<yes|no> seconds=<s> peak_mib=<m>` lines (with
+`plan_scale n=<n> software=<yes|no> monitoring=<yes|no> seconds=<s> peak_mib=<m>` lines (with
 ` binary=<before|after>` when BEFORE is set).
 """
 import os
@@ -39,9 +46,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZES = [int(a) for a in sys.argv[1:]] or [32, 1024, 4096, 32768]
 RUNS = int(os.environ.get("RUNS", "3"))
 SOFTWARE = os.environ.get("SOFTWARE", "yes")
+MONITORING = os.environ.get("MONITORING", "no")
 BEFORE = os.environ.get("BEFORE")
 if SOFTWARE not in ("yes", "both"):
     sys.exit(f"SOFTWARE={SOFTWARE}: expected `yes` (default) or `both`")
+if MONITORING not in ("no", "yes", "both"):
+    sys.exit(f"MONITORING={MONITORING}: expected `no` (default), `yes` or `both`")
 
 # What the GPU nodes run besides the OS (h100-superpod-1su.yaml, on RoCE: DOCA-OFED).
 SOFTWARE_SECTION = """software:
@@ -55,8 +65,14 @@ SOFTWARE_SECTION = """software:
   persistenced: true
 """
 
+# Prometheus and Alertmanager on the controller, as blueprints/lab.yaml has them.
+MONITORING_SECTION = """monitoring:
+  retention: 15d
+  scrape_interval: 15s
+"""
 
-def blueprint(nodes: int, software: bool) -> str:
+
+def blueprint(nodes: int, software: bool, monitoring: bool = False) -> str:
     half_gpus = nodes * 8 // 2
     return f"""version: 1
 cluster: {{ name: scale{nodes} }}
@@ -91,7 +107,7 @@ scheduler:
 tenants:
   - {{ name: team-a, users: [alice], guaranteed_gpus: {half_gpus} }}
   - {{ name: team-b, users: [bob], guaranteed_gpus: {half_gpus} }}
-""" + (SOFTWARE_SECTION if software else "")
+""" + (SOFTWARE_SECTION if software else "") + (MONITORING_SECTION if monitoring else "")
 
 
 def run_once(binary: str, path: str) -> tuple[float, float]:
@@ -118,13 +134,16 @@ def main() -> None:
         binaries.insert(0, ("before", BEFORE))
     summary = []
     with tempfile.TemporaryDirectory() as tmp:
-        variants = [True, False] if SOFTWARE == "both" else [True]
+        software_variants = [True, False] if SOFTWARE == "both" else [True]
+        monitoring_variants = {"no": [False], "yes": [True], "both": [False, True]}[MONITORING]
+        variants = [(s, m) for s in software_variants for m in monitoring_variants]
         for nodes in SIZES:
-            for software in variants:
+            for software, monitoring in variants:
                 label = "yes" if software else "no"
-                path = os.path.join(tmp, f"scale{nodes}-software-{label}.yaml")
+                watched = "yes" if monitoring else "no"
+                path = os.path.join(tmp, f"scale{nodes}-software-{label}-monitoring-{watched}.yaml")
                 with open(path, "w") as f:
-                    f.write(blueprint(nodes, software))
+                    f.write(blueprint(nodes, software, monitoring))
                 runs = {name: [] for name, _ in binaries}
                 for _ in range(RUNS):
                     for name, binary in binaries:
@@ -134,9 +153,10 @@ def main() -> None:
                     peak = max(r[1] for r in runs[name])
                     which = f"  {name:<6}" if BEFORE else ""
                     tag = f" binary={name}" if BEFORE else ""
-                    print(f"{nodes:>6} nodes {nodes * 8:>7} GPUs  software {label:<3}{which}  median {seconds:7.3f} s"
-                          f"  peak {peak:8.1f} MiB  ({peak / nodes * 1024:.1f} KiB/node)")
-                    summary.append(f"plan_scale n={nodes} software={label} seconds={seconds:.3f} peak_mib={peak:.1f}{tag}")
+                    print(f"{nodes:>6} nodes {nodes * 8:>7} GPUs  software {label:<3} monitoring {watched:<3}{which}"
+                          f"  median {seconds:7.3f} s  peak {peak:8.1f} MiB  ({peak / nodes * 1024:.1f} KiB/node)")
+                    summary.append(f"plan_scale n={nodes} software={label} monitoring={watched} seconds={seconds:.3f}"
+                                   f" peak_mib={peak:.1f}{tag}")
     print("\n".join(summary))
 
 

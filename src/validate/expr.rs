@@ -196,6 +196,35 @@ pub fn render_command(template: &str, context: &Value) -> Result<String, String>
     Ok(script.trim().to_owned())
 }
 
+/// A command template compiled once for many subjects (a health probe on thousands of
+/// nodes: compiling it per node was a tenth of a 4,096-node plan).
+pub struct Command(Environment<'static>);
+
+/// The name [`Command`] gives its template.
+const COMMAND: &str = "command";
+
+impl Command {
+    /// Compiles `template`.
+    ///
+    /// # Errors
+    /// A template that does not parse, described.
+    pub fn compile(template: &str) -> Result<Self, String> {
+        let mut env = command_env().clone();
+        env.add_template_owned(COMMAND, template.to_owned()).map_err(|error| describe(&error))?;
+        Ok(Self(env))
+    }
+
+    /// The shell script for `context`, as [`render_command`] renders it.
+    ///
+    /// # Errors
+    /// An undefined or none value, or a template error, described.
+    pub fn render(&self, context: &Value) -> Result<String, String> {
+        let template = self.0.get_template(COMMAND).map_err(|error| describe(&error))?;
+        let script = template.render(context).map_err(|error| describe(&error))?;
+        Ok(script.trim().to_owned())
+    }
+}
+
 /// Renders an `explain` template.
 ///
 /// # Errors

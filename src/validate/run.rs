@@ -243,6 +243,7 @@ pub fn plan<'a>(
         return Err(problems);
     }
     let mut planned = Vec::new();
+    let mut views = subjects::NodeViews::new(model);
     for spec in &catalog.specs {
         let reference = references.get(spec.id.as_str()).map(|&index| (index, &acceptance.validators[index]));
         let disposition = match (&options.only, reference) {
@@ -251,7 +252,7 @@ pub fn plan<'a>(
                 Disposition::Skip(format!("skipped by the blueprint (`acceptance.validators[{index}].skip`)"))
             }
             (None, None) if acceptance.mode == AcceptanceMode::Explicit => continue,
-            _ => dispose(spec, model, site, options, reference),
+            _ => dispose(spec, &mut views, site, options, reference),
         };
         planned.push(Planned { spec, disposition });
     }
@@ -260,11 +261,12 @@ pub fn plan<'a>(
 
 fn dispose(
     spec: &ValidatorSpec,
-    model: &Model,
+    views: &mut subjects::NodeViews<'_>,
     site: &Site,
     options: &RunOptions,
     reference: Option<(usize, &crate::blueprint::schema::ValidatorRef)>,
 ) -> Disposition {
+    let model = views.model();
     if let Some(reason) = unmet(model, &spec.requires) {
         return Disposition::Skip(reason);
     }
@@ -302,7 +304,7 @@ fn dispose(
             severity: threshold.severity.unwrap_or(spec.severity),
         })
         .collect();
-    match subjects::expand(spec, model, site, options.nodes.as_ref(), &params) {
+    match subjects::expand_with(views, spec, site, options.nodes.as_ref(), &params) {
         Ok(expansion) => match &expansion.empty_reason {
             Some(reason) => Disposition::Skip(reason.clone()),
             None => Disposition::Run { expansion, params, limits },
@@ -941,6 +943,7 @@ impl<C: Connector> ValidatorRun<'_, C> {
         let index_of: BTreeMap<&str, usize> =
             self.model.nodes.iter().enumerate().map(|(index, node)| (node.name.as_str(), index)).collect();
         let mut judgements = BTreeMap::new();
+        let mut views = subjects::NodeViews::new(self.model);
         for lane in lanes {
             let first: Vec<PairResult> = expansion
                 .subjects
@@ -956,7 +959,7 @@ impl<C: Connector> ValidatorRun<'_, C> {
                 .filter_map(|(suspect, partner)| {
                     let (a, b) = (index_of.get(suspect.as_str())?, index_of.get(partner.as_str())?);
                     Some(subjects::pair_subject(
-                        self.model,
+                        &mut views,
                         &base,
                         controller.as_deref(),
                         *a,

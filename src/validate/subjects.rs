@@ -149,6 +149,21 @@ pub fn expand(
     filter: Option<&BTreeSet<String>>,
     params: &BTreeMap<String, f64>,
 ) -> Result<Expansion, String> {
+    expand_with(&mut NodeViews::new(model), spec, site, filter, params)
+}
+
+/// [`expand`], with the node views `views` has made for other validators.
+///
+/// # Errors
+/// As [`expand`].
+pub fn expand_with(
+    views: &mut NodeViews<'_>,
+    spec: &ValidatorSpec,
+    site: &Site,
+    filter: Option<&BTreeSet<String>>,
+    params: &BTreeMap<String, f64>,
+) -> Result<Expansion, String> {
+    let model = views.model;
     let selected = match spec.scope {
         SpecScope::Switch => Vec::new(),
         _ => select_nodes(model, spec.nodes, filter),
@@ -177,14 +192,14 @@ pub fn expand(
                     nodes: vec![index],
                     switch: None,
                     rail: None,
-                    context: merge(&json!({ "node": node_view(model, node) }), &base),
+                    context: merge_values(BTreeMap::from([("node", views.get(index))]), &base),
                 });
             }
         }
         SpecScope::NodePair => {
             for (first, second) in pairs(selected.len()) {
                 subjects.push(pair_subject(
-                    model,
+                    views,
                     &base,
                     controller_host.as_deref(),
                     selected[first],
@@ -203,7 +218,7 @@ pub fn expand(
                     .collect();
                 for (first, second) in pairs(on_rail.len()) {
                     subjects.push(pair_subject(
-                        model,
+                        views,
                         &base,
                         controller_host.as_deref(),
                         on_rail[first],
@@ -246,7 +261,7 @@ pub fn expand(
                     nodes: Vec::new(),
                     switch: Some(index),
                     rail: None,
-                    context: merge(&json!({ "switch": view }), &base),
+                    context: merge_values(BTreeMap::from([("switch", to_value(&view))]), &base),
                 });
             }
         }
@@ -290,7 +305,7 @@ fn describe_selection(selection: NodeSelection) -> &'static str {
 /// the peer (and runs the server). `suffix` marks re-tests (` (second pass)`).
 #[must_use]
 pub fn pair_subject(
-    model: &Model,
+    views: &mut NodeViews<'_>,
     base: &Value,
     controller: Option<&str>,
     first: usize,
@@ -298,15 +313,16 @@ pub fn pair_subject(
     rail: Option<u32>,
     suffix: &str,
 ) -> Subject {
+    let model = views.model;
     let (node, peer) = (&model.nodes[first], &model.nodes[second]);
     let mut name = format!("{}+{}", node.name, peer.name);
-    let mut specific = json!({ "node": node_view(model, node), "peer": node_view(model, peer) });
+    let mut specific = BTreeMap::from([("node", views.get(first)), ("peer", views.get(second))]);
     if let Some(rail) = rail {
         name = format!("{name}/rail{rail}");
         let mine = node.rails.iter().find(|port| port.rail == rail);
         let theirs = peer.rails.iter().find(|port| port.rail == rail);
         if let (Some(mine), Some(theirs)) = (mine, theirs) {
-            specific["rail"] = json!({
+            let view = json!({
                 "index": rail,
                 "netdev": mine.netdev,
                 "address": mine.address,
@@ -316,6 +332,7 @@ pub fn pair_subject(
                 "peer_address": theirs.address,
                 "peer_leaf": model.fabric.switches[theirs.leaf].name,
             });
+            specific.insert("rail", to_value(&view));
         }
     }
     name.push_str(suffix);
@@ -326,7 +343,35 @@ pub fn pair_subject(
         nodes: vec![first, second],
         switch: None,
         rail,
-        context: merge(&specific, base),
+        context: merge_values(specific, base),
+    }
+}
+
+/// Each node's view as templates see it ([`node_view`]), made once per node however
+/// many subjects name it: a rail validator names every node in two pairs per rail,
+/// and making each view again was most of a 4,096-node plan's health checks.
+pub struct NodeViews<'m> {
+    model: &'m Model,
+    views: Vec<Option<Value>>,
+}
+
+impl<'m> NodeViews<'m> {
+    /// No view made yet.
+    #[must_use]
+    pub fn new(model: &'m Model) -> Self {
+        Self { model, views: vec![None; model.nodes.len()] }
+    }
+
+    /// The model whose nodes they are.
+    #[must_use]
+    pub fn model(&self) -> &'m Model {
+        self.model
+    }
+
+    /// The view of node `index` (shared: a clone is a reference count).
+    pub fn get(&mut self, index: usize) -> Value {
+        let model = self.model;
+        self.views[index].get_or_insert_with(|| to_value(&node_view(model, &model.nodes[index]))).clone()
     }
 }
 
@@ -378,9 +423,10 @@ pub fn base_context(model: &Model, site: &Site, selected: &[usize], params: &BTr
         "hostlist": hostlist::compress(names.iter().copied()),
         "node_gpus": node_gpus,
         "slurm": slurm,
-        "monitoring": crate::model::monitoring::monitoring(model, None).map(|monitoring| json!({
-            "host": monitoring.host,
-            "hosts": monitoring.nodes.iter().chain(&monitoring.switches).map(|target| target.name.clone()).collect::<Vec<_>>(),
+        // What the monitoring model scrapes: every node, then every switch.
+        "monitoring": crate::model::monitoring::host(model).map(|host| json!({
+            "host": host,
+            "hosts": model.nodes.iter().map(|node| &node.name).chain(model.fabric.switches.iter().map(|switch| &switch.name)).collect::<Vec<_>>(),
             // The node groups whose nodes run the health program (scrape label `group`).
             "health_groups": model.groups.iter().filter(|group| group.has_role(Role::Compute)).map(|group| group.name.clone()).collect::<Vec<_>>(),
         })),
@@ -454,8 +500,9 @@ fn node_services(model: &Model, node: &Node) -> Vec<&'static str> {
     services
 }
 
-fn merge(specific: &serde_json::Value, base: &Value) -> Value {
-    minijinja::value::merge_maps([to_value(specific), base.clone()])
+/// A subject's own values over what every subject of the validator sees.
+fn merge_values(specific: BTreeMap<&'static str, Value>, base: &Value) -> Value {
+    minijinja::value::merge_maps([Value::from_object(specific), base.clone()])
 }
 
 /// Names from `--nodes`: comma-separated names or Slurm hostlists (`node[01-04,07]`).

@@ -53,6 +53,15 @@ def neighbours():
     return found
 
 
+def is_port(ports, name):
+    """Whether `name` is one of a device's ports: `Ports::contains`."""
+    if isinstance(ports, dict):
+        number = name[len(ports["prefix"]):] if name.startswith(ports["prefix"]) else ""
+        return (number.isascii() and number.isdigit() and not number.startswith("0")
+                and int(number) <= ports["count"])
+    return name in ports
+
+
 def remote_end(plan, system, chassis_id, port_id, descr):
     """The neighbour as the plan names it: `LldpPlan::remote_end`."""
     if port_id is not None and port_id.lower() in plan["macs"]:
@@ -70,7 +79,7 @@ def remote_end(plan, system, chassis_id, port_id, descr):
         device = chassis_id or "an unnamed device"
     known = plan["devices"].get(device, [])
     for candidate in (descr, port_id):
-        if candidate is not None and candidate in known:
+        if candidate is not None and is_port(known, candidate):
             return device, candidate
     return device, descr if descr is not None else port_id if port_id is not None else "?"
 

@@ -239,6 +239,13 @@ pub fn plan(
             Cadence::Fast => FAST_PROBE_TIMEOUT_SECONDS,
             Cadence::Slow => item.spec.timeout,
         });
+        let command = match expr::Command::compile(&health.probe) {
+            Ok(command) => command,
+            Err(problem) => {
+                problems.push(format!("{}: the health probe: {problem}", item.spec.id));
+                continue;
+            }
+        };
         for subject in &expansion.subjects {
             let Some(checks) = by_node.get_mut(subject.host.as_str()) else { continue };
             let nodes: Vec<&crate::model::Node> = subject.nodes.iter().map(|&index| &model.nodes[index]).collect();
@@ -258,7 +265,7 @@ pub fn plan(
             let probe = if skipped.is_some() {
                 None
             } else {
-                match expr::render_command(&health.probe, &subject.context) {
+                match command.render(&subject.context) {
                     Ok(text) => Some(text),
                     Err(problem) => {
                         problems.push(format!("{}: the health probe for {}: {problem}", item.spec.id, subject.name));
@@ -366,11 +373,22 @@ pub fn extend(
     let programs = resources::resources(&nodes, settings, renderer, &mut health).map_err(|error| {
         Diagnostics(vec![Diagnostic::error("render-failed", error.to_string()).help("a health template failed")])
     })?;
-    for (node, program) in programs {
-        let slurmd = crate::resource::ResourceId::new(&node, "service", "slurmd");
-        if let Some(service) = out.iter_mut().find(|resource| resource.id == slurmd) {
-            service.depends_on.push(program);
-        }
+    // Each node's slurmd, found in one pass: a search per node was quadratic (at 4,096
+    // nodes 4,096 scans of ~230,000 resources, ~1 s of a plan).
+    let slurmd_at: std::collections::HashMap<&str, usize, foldhash::fast::RandomState> = out
+        .iter()
+        .enumerate()
+        .filter(|(_, resource)| {
+            matches!(&*resource.desired, crate::resource::Desired::Service { name, .. } if name == "slurmd")
+        })
+        .map(|(index, resource)| (resource.target(), index))
+        .collect();
+    let slurmd_at: Vec<(usize, crate::resource::ResourceId)> = programs
+        .into_iter()
+        .filter_map(|(node, program)| slurmd_at.get(node.as_str()).map(|&index| (index, program)))
+        .collect();
+    for (index, program) in slurmd_at {
+        out[index].depends_on.push(program);
     }
     out.extend(health);
     Ok(())
