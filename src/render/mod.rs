@@ -157,6 +157,13 @@ impl Renderer {
         Ok(Content::of_digest(&hashing.0.finalize()))
     }
 
+    /// `text`, made without a template, as the content of a per-target file: kept, or
+    /// only its hash under [`Renderer::without_texts`].
+    #[must_use]
+    pub fn content(&self, text: String) -> Content {
+        if self.keep_texts { Content::new(text) } else { Content::of_digest(&Sha256::digest(text.as_bytes())) }
+    }
+
     /// Renders template `name` with `context`.
     ///
     /// # Errors
@@ -231,7 +238,7 @@ pub fn render(
         &|out| roce_qos::render(model, inventory, renderer, out),
         &|out| switch::render(model, inventory, renderer, out),
         &|out| lldp::render(model, inventory, renderer, out),
-        &|out| monitoring::render(model, inventory, secrets, out),
+        &|out| monitoring::render(model, inventory, secrets, renderer, out),
         &|out| package_cache::render(model, renderer, out),
         &|out| {
             out.extend(kubeadm::render(model, inventory, &secrets.kubeadm, renderer)?);

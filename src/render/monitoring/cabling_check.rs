@@ -24,6 +24,7 @@
 use crate::inventory::Inventory;
 use crate::model::Model;
 use crate::model::monitoring::{MonitoringModel, TEXTFILE_DIR};
+use crate::render::Renderer;
 use crate::render::common::{file, service};
 use crate::resource::{Content, OnChange, Resource, ResourceId, Target};
 use crate::topology::lldp::{self, LldpPlan, SwitchPlan};
@@ -47,7 +48,13 @@ pub fn plan(switch: &SwitchPlan) -> String {
 }
 
 /// The timer, program, plan and unit on every FRR switch with planned cables.
-pub fn render(model: &Model, inventory: Option<&Inventory>, monitoring: &MonitoringModel, out: &mut Vec<Resource>) {
+pub fn render(
+    model: &Model,
+    inventory: Option<&Inventory>,
+    monitoring: &MonitoringModel,
+    renderer: &Renderer,
+    out: &mut Vec<Resource>,
+) {
     if monitoring.frr_switches.is_empty() {
         return;
     }
@@ -75,7 +82,8 @@ pub fn render(model: &Model, inventory: Option<&Inventory>, monitoring: &Monitor
         let Some(switch_plan) = plans.get(switch.name.as_str()) else { continue };
         let target = Target::switch(&switch.name);
         let program = file(&target, PROGRAM, program_text.clone(), 0o755);
-        let plan = file(&target, PLAN, Content::new(plan(switch_plan)), 0o644);
+        // Each switch's own (~16 KB): only its hash when the plan keeps no texts.
+        let plan = file(&target, PLAN, renderer.content(plan(switch_plan)), 0o644);
         let unit = file(&target, SERVICE, unit.clone(), 0o644);
         let timer = file(&target, TIMER, timer.clone(), 0o644);
         let watched = vec![program.id.clone(), plan.id.clone(), unit.id.clone(), timer.id.clone()];

@@ -25,9 +25,9 @@ use std::collections::BTreeMap;
 use crate::inventory::Inventory;
 use crate::model::Model;
 use crate::model::monitoring::{self as monitoring_model, MonitoringModel};
-use crate::render::RenderError;
 use crate::render::common::{file, owned_file, package, service};
 use crate::render::slurm::Secrets;
+use crate::render::{RenderError, Renderer};
 use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target};
 
 /// Templates of this module: `(name under templates/, text)`.
@@ -51,6 +51,7 @@ pub fn render(
     model: &Model,
     inventory: Option<&Inventory>,
     secrets: &Secrets,
+    renderer: &Renderer,
     out: &mut Vec<Resource>,
 ) -> Result<(), RenderError> {
     let Some(monitoring) = monitoring_model::monitoring(model, inventory) else { return Ok(()) };
@@ -69,7 +70,7 @@ pub fn render(
         dcgm::render(exporter, out);
     }
     cluster_checks::render(&monitoring, out);
-    cabling_check::render(model, inventory, &monitoring, out);
+    cabling_check::render(model, inventory, &monitoring, renderer, out);
     if let Some(controller) = &monitoring.slurm_controller {
         slurm_view(&monitoring, &Target::node(controller), out);
     }

@@ -33,13 +33,13 @@ pub fn resources(
     let mut programs = Vec::new();
     for checks in nodes {
         let target = Target::node(&checks.node);
-        let text = script::render(checks, settings.control, renderer)?;
+        let content = script::content(checks, settings.control, renderer)?;
         let directory = Resource::new(
             target.clone(),
             PROGRAM_DIR,
             Desired::Directory { path: PROGRAM_DIR.to_owned(), mode: 0o755, owner: "root".to_owned() },
         );
-        let program = file(&target, PROGRAM, Content::new(text), 0o755).after([directory.id.clone()]);
+        let program = file(&target, PROGRAM, content, 0o755).after([directory.id.clone()]);
         out.push(directory);
         programs.push((checks.node.clone(), program.id.clone()));
         let mut timed = Vec::new();

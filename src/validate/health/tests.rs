@@ -80,6 +80,10 @@ fn the_script_of_a_lab_node() {
     let nodes = lab_checks(&["node01", "node02", "node03", "node04"]);
     let renderer = Renderer::embedded().expect("templates");
     let text = script::render(&nodes[1], NodeControl::Slurm, &renderer).expect("renders");
+    // A plan that keeps no texts hashes the script as the template writes it: the same file.
+    let hashed = script::content(&nodes[1], NodeControl::Slurm, &renderer.without_texts()).expect("renders");
+    let kept = crate::resource::Content::new(text.clone());
+    assert_eq!((hashed.sha256(), hashed.has_text()), (kept.sha256(), false));
     insta::assert_snapshot!(text);
 }
 
