@@ -192,8 +192,12 @@ pub fn check_expression(text: &str) -> Result<(), String> {
 /// # Errors
 /// An undefined or none value, or a template error, described.
 pub fn render_command(template: &str, context: &Value) -> Result<String, String> {
-    let script = command_env().render_str(template, context).map_err(|error| describe(&error))?;
-    Ok(script.trim().to_owned())
+    script(command_env().render_str(template, context))
+}
+
+/// A rendered command as the shell runs it, or its error described.
+fn script(rendered: Result<String, Error>) -> Result<String, String> {
+    rendered.map(|script| script.trim().to_owned()).map_err(|error| describe(&error))
 }
 
 /// A command template compiled once for many subjects (a health probe on thousands of
@@ -219,9 +223,7 @@ impl Command {
     /// # Errors
     /// An undefined or none value, or a template error, described.
     pub fn render(&self, context: &Value) -> Result<String, String> {
-        let template = self.0.get_template(COMMAND).map_err(|error| describe(&error))?;
-        let script = template.render(context).map_err(|error| describe(&error))?;
-        Ok(script.trim().to_owned())
+        script(self.0.get_template(COMMAND).and_then(|template| template.render(context)))
     }
 }
 
