@@ -137,7 +137,6 @@ fn render_ethernet(
     renderer: &Renderer,
     out: &mut Vec<Resource>,
 ) -> Result<(), RenderError> {
-    let fabric_ports = ports::fabric_ports(&model.fabric);
     let platforms: Vec<Platform<'_>> = model
         .fabric
         .switches
@@ -165,23 +164,10 @@ fn render_ethernet(
             }
         }
     }
-    // BGP sessions per switch (one per fabric link it ends), counted in one pass over
-    // the links: per switch, a scan of every link was quadratic in the fabric size.
-    let mut sessions_of = vec![0_usize; model.fabric.switches.len()];
-    for link in &model.fabric.links {
-        if let Some(count) = sessions_of.get_mut(link.lower) {
-            *count += 1;
-        }
-        if link.upper != link.lower
-            && let Some(count) = sessions_of.get_mut(link.upper)
-        {
-            *count += 1;
-        }
-    }
     let mut frr_shared = None;
     let mut link_namer = None;
     for (index, switch) in model.fabric.switches.iter().enumerate() {
-        let own_ports = fabric_ports.get(index).map_or(&[][..], Vec::as_slice);
+        let own_ports = model.fabric.ports_of(index);
         let nodes = nodes_at.get(index).map_or(&[][..], Vec::as_slice);
         // Only NVUE lists the node ports: FRR's view without them is a tenth of the size.
         let nodes = (platforms[index].os == SwitchOs::CumulusNvue).then_some(nodes);
@@ -202,8 +188,8 @@ fn render_ethernet(
                     };
                     namer.render(&Target::switch(&switch.name), &links, out)?
                 };
-                let sessions = sessions_of[index];
-                render_frr(&view, shared, ports_named, sessions, renderer, out)?;
+                // One BGP session per fabric cable the switch ends.
+                render_frr(&view, shared, ports_named, own_ports.len(), renderer, out)?;
             }
             SwitchOs::CumulusNvue => {
                 if inventory.and_then(|i| i.switches.get(&switch.name)).is_some_and(|s| !s.port_macs.is_empty()) {

@@ -19,6 +19,7 @@ use ipnet::Ipv4Net;
 use serde::Serialize;
 
 use crate::blueprint::schema::{FabricKind, InfinibandSpec, RoceQos};
+use ports::FabricPort;
 pub use sizing::{Sizing, SizingError, SizingInput, parse_ratio, size};
 
 /// The compute fabric, fully planned.
@@ -44,6 +45,9 @@ pub struct Fabric {
     pub switches: Vec<Switch>,
     /// Switch-to-switch cables (node-to-leaf cables are on the nodes' rail ports).
     pub links: Vec<Link>,
+    /// Each switch's ends of `links`, indexed like `switches`: see [`Fabric::ports_of`].
+    #[serde(skip)]
+    ports: Vec<Vec<FabricPort>>,
 }
 
 /// Layer of a switch.
@@ -120,9 +124,11 @@ impl Fabric {
         (su * self.sizing.rails + rail) as usize
     }
 
-    /// Links with one end at switch `index`.
-    pub fn links_of(&self, index: usize) -> impl Iterator<Item = &Link> {
-        self.links.iter().filter(move |link| link.lower == index || link.upper == index)
+    /// The fabric ports of switch `index` (its ends of `links`), in port order; none
+    /// for an index past the last switch.
+    #[must_use]
+    pub fn ports_of(&self, index: usize) -> &[FabricPort] {
+        self.ports.get(index).map_or(&[], Vec::as_slice)
     }
 }
 
@@ -226,6 +232,7 @@ pub fn plan(input: &FabricInput<'_>) -> Result<Fabric, PlanError> {
         });
     }
     let links = cable(&sizing);
+    let ports = ports::index(switches.len(), &links);
     Ok(Fabric {
         kind: input.kind,
         sizing,
@@ -237,6 +244,7 @@ pub fn plan(input: &FabricInput<'_>) -> Result<Fabric, PlanError> {
         infiniband: input.infiniband.clone(),
         switches,
         links,
+        ports,
     })
 }
 

@@ -1,7 +1,8 @@
 //! Switch port names and each switch's fabric ports, from the cabling plan.
 //!
-//! Stage: expand (helpers read by render). Input: a planned [`Fabric`]. Output: port
-//! names and, per switch, its switch-to-switch ports in port order.
+//! Stage: expand (helpers read by render). Input: the cabling plan's links. Output: port
+//! names and, per switch, its switch-to-switch ports in port order, which
+//! [`super::plan`] keeps in the [`super::Fabric`] so every reader looks them up.
 //!
 //! Interface naming convention (switch configs and the container lab follow it):
 //! - A switch port is `<prefix><number>`: the number is the cabling plan's (from 1),
@@ -17,7 +18,7 @@
 
 use serde::Serialize;
 
-use super::Fabric;
+use super::Link;
 
 /// Port prefix when the inventory names none: Cumulus and most Linux switch OSes use `swp`.
 pub const DEFAULT_PORT_PREFIX: &str = "swp";
@@ -71,14 +72,15 @@ pub struct FabricPort {
     pub direction: Direction,
 }
 
-/// Every switch's fabric ports, indexed like [`Fabric::switches`], each list in port order.
+/// Every switch's fabric ports, indexed like the fabric's switches, each list in port
+/// order.
 ///
-/// One pass over the cables, so large fabrics (tens of thousands of cables) are not
-/// scanned once per switch.
-#[must_use]
-pub fn fabric_ports(fabric: &Fabric) -> Vec<Vec<FabricPort>> {
-    let mut ports: Vec<Vec<FabricPort>> = vec![Vec::new(); fabric.switches.len()];
-    for link in &fabric.links {
+/// One pass over the cables, made once when the fabric is planned: renderers,
+/// validators and monitoring all ask for a switch's ports, and a scan of every cable
+/// per switch was quadratic in the fabric size (tens of thousands of cables).
+pub(super) fn index(switches: usize, links: &[Link]) -> Vec<Vec<FabricPort>> {
+    let mut ports: Vec<Vec<FabricPort>> = vec![Vec::new(); switches];
+    for link in links {
         if let Some(lower) = ports.get_mut(link.lower) {
             lower.push(FabricPort {
                 port: link.lower_port,
@@ -106,7 +108,7 @@ pub fn fabric_ports(fabric: &Fabric) -> Vec<Vec<FabricPort>> {
 mod tests {
     use super::*;
     use crate::blueprint::schema::FabricKind;
-    use crate::topology::{FabricInput, SizingInput, plan};
+    use crate::topology::{Fabric, FabricInput, SizingInput, plan};
 
     fn lab_like() -> Fabric {
         plan(&FabricInput {
@@ -136,16 +138,16 @@ mod tests {
     #[test]
     fn each_cable_appears_once_at_each_end() {
         let fabric = lab_like();
-        let ports = fabric_ports(&fabric);
-        let leaf0 = &ports[0];
+        let leaf0 = fabric.ports_of(0);
         assert_eq!(leaf0.len(), 1);
         assert_eq!(leaf0[0], FabricPort { port: 26, peer: 2, peer_port: 1, direction: Direction::Up });
-        let spine0 = &ports[2];
+        let spine0 = fabric.ports_of(2);
         assert_eq!(
             spine0.iter().map(|p| (p.port, p.peer, p.peer_port, p.direction)).collect::<Vec<_>>(),
             vec![(1, 0, 26, Direction::Down), (2, 1, 26, Direction::Down)]
         );
-        let total: usize = ports.iter().map(Vec::len).sum();
+        let total: usize = (0..fabric.switches.len()).map(|index| fabric.ports_of(index).len()).sum();
+        assert_eq!(fabric.ports_of(fabric.switches.len()), &[]);
         assert_eq!(total, fabric.links.len() * 2);
     }
 }

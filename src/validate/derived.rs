@@ -241,7 +241,7 @@ pub fn derive(name: &str, input: &DeriveInput<'_>) -> Result<Derived, String> {
         "bgp_sessions" => {
             let index = input.switch.ok_or("the subject is not a switch")?;
             let switch = model.fabric.switches.get(index).ok_or("the switch is not in the model")?;
-            let ports = model.fabric.links_of(index).count();
+            let ports = model.fabric.ports_of(index).len();
             Ok(Derived {
                 value: ports as f64,
                 detail: format!("`{}` has {ports} fabric port(s) in the cabling plan", switch.name),

@@ -230,10 +230,11 @@ pub fn expand_with(
             }
         }
         SpecScope::Switch => {
-            let fabric_ports = ports::fabric_ports(&model.fabric);
             for (index, switch) in model.fabric.switches.iter().enumerate() {
                 let prefix = site.port_prefix(&switch.name);
-                let ports: Vec<serde_json::Value> = fabric_ports[index]
+                let ports: Vec<serde_json::Value> = model
+                    .fabric
+                    .ports_of(index)
                     .iter()
                     .map(|port| {
                         let peer = &model.fabric.switches[port.peer];
