@@ -167,11 +167,11 @@ fn render_ethernet(
     let mut frr_shared = None;
     let mut link_namer = None;
     for (index, switch) in model.fabric.switches.iter().enumerate() {
-        let own_ports = model.fabric.ports_of(index);
+        let own_ports: Vec<FabricPort> = model.fabric.ports_of(index).collect();
         let nodes = nodes_at.get(index).map_or(&[][..], Vec::as_slice);
         // Only NVUE lists the node ports: FRR's view without them is a tenth of the size.
         let nodes = (platforms[index].os == SwitchOs::CumulusNvue).then_some(nodes);
-        let view = SwitchView::new(model, switch, own_ports, nodes, &platforms, platforms[index].port_prefix);
+        let view = SwitchView::new(model, switch, &own_ports, nodes, &platforms, platforms[index].port_prefix);
         match platforms[index].os {
             SwitchOs::Frr => {
                 let shared = match &frr_shared {

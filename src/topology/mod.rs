@@ -47,7 +47,7 @@ pub struct Fabric {
     pub links: Vec<Link>,
     /// Each switch's ends of `links`, indexed like `switches`: see [`Fabric::ports_of`].
     #[serde(skip)]
-    ports: Vec<Vec<FabricPort>>,
+    ports: ports::Index,
 }
 
 /// Layer of a switch.
@@ -127,8 +127,8 @@ impl Fabric {
     /// The fabric ports of switch `index` (its ends of `links`), in port order; none
     /// for an index past the last switch.
     #[must_use]
-    pub fn ports_of(&self, index: usize) -> &[FabricPort] {
-        self.ports.get(index).map_or(&[], Vec::as_slice)
+    pub fn ports_of(&self, index: usize) -> impl ExactSizeIterator<Item = FabricPort> + '_ {
+        self.ports.ports(index, &self.links)
     }
 }
 
@@ -232,7 +232,7 @@ pub fn plan(input: &FabricInput<'_>) -> Result<Fabric, PlanError> {
         });
     }
     let links = cable(&sizing);
-    let ports = ports::index(switches.len(), &links);
+    let ports = ports::Index::new(switches.len(), &links);
     Ok(Fabric {
         kind: input.kind,
         sizing,
@@ -342,6 +342,31 @@ mod tests {
         assert_eq!(fabric.sizing.tiers, 3);
         assert_eq!(fabric.links.len(), 4096 + 4096);
         assert_no_port_used_twice(&fabric);
+    }
+
+    #[test]
+    fn each_switch_s_ports_are_its_cable_ends_in_port_order() {
+        for fabric in [plan(&input(127, 8, 64)).expect("plans"), plan(&input(512, 8, 64)).expect("plans")] {
+            for index in 0..fabric.switches.len() {
+                // What a scan of every cable finds for this switch.
+                let mut scanned: Vec<(u32, usize, u32)> = fabric
+                    .links
+                    .iter()
+                    .filter_map(|link| match index {
+                        _ if link.lower == index => Some((link.lower_port, link.upper, link.upper_port)),
+                        _ if link.upper == index => Some((link.upper_port, link.lower, link.lower_port)),
+                        _ => None,
+                    })
+                    .collect();
+                scanned.sort_unstable();
+                let indexed: Vec<(u32, usize, u32)> =
+                    fabric.ports_of(index).map(|port| (port.port, port.peer, port.peer_port)).collect();
+                assert_eq!(indexed, scanned, "switch {}", fabric.switches[index].name);
+                let up = fabric.ports_of(index).filter(|port| port.direction == ports::Direction::Up).count();
+                let role = fabric.switches[index].role;
+                assert_eq!(up == 0, role == SwitchRole::Core || (role == SwitchRole::Spine && fabric.sizing.tiers == 2));
+            }
+        }
     }
 
     #[test]

@@ -72,36 +72,73 @@ pub struct FabricPort {
     pub direction: Direction,
 }
 
-/// Every switch's fabric ports, indexed like the fabric's switches, each list in port
-/// order.
+/// Every switch's fabric ports, indexed like the fabric's switches, each switch's in
+/// port order.
 ///
-/// One pass over the cables, made once when the fabric is planned: renderers,
-/// validators and monitoring all ask for a switch's ports, and a scan of every cable
-/// per switch was quadratic in the fabric size (tens of thousands of cables).
-pub(super) fn index(switches: usize, links: &[Link]) -> Vec<Vec<FabricPort>> {
-    let mut ports: Vec<Vec<FabricPort>> = vec![Vec::new(); switches];
-    for link in links {
-        if let Some(lower) = ports.get_mut(link.lower) {
-            lower.push(FabricPort {
-                port: link.lower_port,
-                peer: link.upper,
-                peer_port: link.upper_port,
-                direction: Direction::Up,
-            });
+/// Made in one pass over the cables when the fabric is planned: renderers, validators
+/// and monitoring all ask for a switch's ports, and a scan of every cable per switch
+/// was quadratic in the fabric size (half a million cables at 32,768 nodes). Each
+/// port end is kept as its cable's number (4 bytes, not a 24-byte [`FabricPort`]:
+/// the index lives as long as the plan) and turned into a port when read.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Index {
+    /// Where each switch's run of `ends` starts; one more entry than switches.
+    starts: Vec<u32>,
+    /// Cable numbers, grouped by switch, each group in port order.
+    ends: Vec<u32>,
+}
+
+impl Index {
+    pub(super) fn new(switches: usize, links: &[Link]) -> Self {
+        let mut starts = vec![0_u32; switches + 1];
+        for link in links {
+            for end in [link.lower, link.upper] {
+                if let Some(count) = starts.get_mut(end + 1) {
+                    *count += 1;
+                }
+            }
         }
-        if let Some(upper) = ports.get_mut(link.upper) {
-            upper.push(FabricPort {
-                port: link.upper_port,
-                peer: link.lower,
-                peer_port: link.lower_port,
-                direction: Direction::Down,
-            });
+        for switch in 0..switches {
+            starts[switch + 1] += starts[switch];
         }
+        let mut filled = starts.clone();
+        let mut ends = vec![0_u32; starts[switches] as usize];
+        for (number, link) in links.iter().enumerate() {
+            for end in [link.lower, link.upper] {
+                if let Some(slot) = filled.get_mut(end).filter(|_| end < switches) {
+                    ends[*slot as usize] = number as u32;
+                    *slot += 1;
+                }
+            }
+        }
+        for switch in 0..switches {
+            let run = &mut ends[starts[switch] as usize..starts[switch + 1] as usize];
+            run.sort_by_key(|&number| port_at(&links[number as usize], switch).port);
+        }
+        Self { starts, ends }
     }
-    for list in &mut ports {
-        list.sort_by_key(|port| port.port);
+
+    /// The ports of switch `switch` (none past the last switch), in port order.
+    pub(super) fn ports<'a>(
+        &'a self,
+        switch: usize,
+        links: &'a [Link],
+    ) -> impl ExactSizeIterator<Item = FabricPort> + 'a {
+        let run = match (self.starts.get(switch), self.starts.get(switch + 1)) {
+            (Some(&start), Some(&end)) => &self.ends[start as usize..end as usize],
+            _ => &[],
+        };
+        run.iter().map(move |&number| port_at(&links[number as usize], switch))
     }
-    ports
+}
+
+/// `link` seen from its end at switch `switch`.
+fn port_at(link: &Link, switch: usize) -> FabricPort {
+    if link.lower == switch {
+        FabricPort { port: link.lower_port, peer: link.upper, peer_port: link.upper_port, direction: Direction::Up }
+    } else {
+        FabricPort { port: link.upper_port, peer: link.lower, peer_port: link.lower_port, direction: Direction::Down }
+    }
 }
 
 #[cfg(test)]
@@ -138,16 +175,16 @@ mod tests {
     #[test]
     fn each_cable_appears_once_at_each_end() {
         let fabric = lab_like();
-        let leaf0 = fabric.ports_of(0);
+        let leaf0: Vec<FabricPort> = fabric.ports_of(0).collect();
         assert_eq!(leaf0.len(), 1);
         assert_eq!(leaf0[0], FabricPort { port: 26, peer: 2, peer_port: 1, direction: Direction::Up });
         let spine0 = fabric.ports_of(2);
         assert_eq!(
-            spine0.iter().map(|p| (p.port, p.peer, p.peer_port, p.direction)).collect::<Vec<_>>(),
+            spine0.map(|p| (p.port, p.peer, p.peer_port, p.direction)).collect::<Vec<_>>(),
             vec![(1, 0, 26, Direction::Down), (2, 1, 26, Direction::Down)]
         );
         let total: usize = (0..fabric.switches.len()).map(|index| fabric.ports_of(index).len()).sum();
-        assert_eq!(fabric.ports_of(fabric.switches.len()), &[]);
+        assert_eq!(fabric.ports_of(fabric.switches.len()).len(), 0);
         assert_eq!(total, fabric.links.len() * 2);
     }
 }

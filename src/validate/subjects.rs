@@ -235,7 +235,6 @@ pub fn expand_with(
                 let ports: Vec<serde_json::Value> = model
                     .fabric
                     .ports_of(index)
-                    .iter()
                     .map(|port| {
                         let peer = &model.fabric.switches[port.peer];
                         json!({
