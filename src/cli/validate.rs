@@ -383,30 +383,34 @@ fn print_preview(
                 Disposition::Skip(reason) => ("skip", Some(reason.clone()), Vec::new()),
                 Disposition::Fail(reason) => ("error", Some(reason.clone()), Vec::new()),
                 Disposition::Run { expansion, .. } => {
+                    // Each command compiled once for all the subjects (thousands of nodes).
+                    let steps: Vec<_> = item
+                        .spec
+                        .steps()
+                        .iter()
+                        .filter(|step| run::unmet(model, &step.when).is_none())
+                        .map(|step| expr::Command::compile(&step.command))
+                        .collect();
+                    let server = item.spec.server.as_ref().map(|server| expr::Command::compile(&server.command));
                     let subjects = expansion
                         .subjects
                         .iter()
                         .map(|subject| {
-                            let render = |template: &str| {
-                                expr::render_command(template, &subject.context)
+                            let render = |command: &Result<expr::Command, String>| {
+                                command
+                                    .as_ref()
+                                    .map_err(Clone::clone)
+                                    .and_then(|command| command.render(&subject.context))
                                     .unwrap_or_else(|error| format!("<does not render: {error}>"))
                             };
                             PreviewSubject {
                                 subject: subject.name.clone(),
                                 host: subject.host.clone(),
-                                commands: item
-                                    .spec
-                                    .steps()
-                                    .iter()
-                                    .filter(|step| run::unmet(model, &step.when).is_none())
-                                    .map(|step| render(&step.command))
-                                    .collect(),
-                                server: item
-                                    .spec
-                                    .server
+                                commands: steps.iter().map(render).collect(),
+                                server: server
                                     .as_ref()
                                     .zip(subject.server_host.as_ref())
-                                    .map(|(server, host)| format!("on {host}: {}", render(&server.command))),
+                                    .map(|(server, host)| format!("on {host}: {}", render(server))),
                                 skipped: std::iter::once(&subject.host)
                                     .chain(subject.server_host.as_ref().filter(|_| item.spec.server.is_some()))
                                     .find(|host| !site.hosts.contains(*host))
