@@ -14,7 +14,7 @@
 //! its domain. A leaf that bridges its node ports on one interface ([`HOST_INTERFACE`],
 //! as the container lab does) reports every node on it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -254,37 +254,80 @@ impl LldpPlan {
 
     /// What each switch needs to check its own ports, by switch: the planned
     /// neighbour of each of its ports, and the names and MACs of those neighbours only
-    /// (a switch's share of the plan grows with its ports, not with the cluster). One
-    /// pass over the plan for all switches.
+    /// (a switch's share of the plan grows with its ports, not with the cluster).
     #[must_use]
     pub fn switch_plans(&self) -> BTreeMap<&str, SwitchPlan> {
-        let mut macs_of: BTreeMap<&str, Vec<(&String, &End)>> = BTreeMap::new();
+        let shares = self.shares();
+        shares.switches().into_iter().filter_map(|switch| Some((switch, shares.get(switch)?))).collect()
+    }
+
+    /// Each switch's share of the plan, made when asked for: at 32,768 nodes the
+    /// shares of all ~10,000 switches at once were ~1.3 million planned ports. One
+    /// pass over the plan indexes the views and MACs by device.
+    #[must_use]
+    pub fn shares(&self) -> Shares<'_> {
+        let mut views_of: HashMap<&str, Vec<&View>, foldhash::fast::RandomState> = HashMap::default();
+        for view in &self.views {
+            views_of.entry(view.local.device.as_str()).or_default().push(view);
+        }
+        let mut macs_of: HashMap<&str, Vec<(&String, &End)>, foldhash::fast::RandomState> = HashMap::default();
         for (mac, end) in &self.macs {
             macs_of.entry(end.device.as_str()).or_default().push((mac, end));
         }
-        let mut plans: BTreeMap<&str, SwitchPlan> = BTreeMap::new();
-        for view in &self.views {
-            let plan = plans.entry(view.local.device.as_str()).or_insert_with(|| SwitchPlan {
-                switch: view.local.device.clone(),
-                bridge: None,
-                grace: LLDP_GRACE_SECONDS,
-                ports: Vec::new(),
-                devices: BTreeMap::new(),
-                macs: BTreeMap::new(),
-            });
+        Shares { plan: self, views_of, macs_of }
+    }
+}
+
+/// Each switch's share of an [`LldpPlan`]: see [`LldpPlan::shares`].
+#[derive(Debug)]
+pub struct Shares<'a> {
+    plan: &'a LldpPlan,
+    /// Each switch's views, in plan order.
+    views_of: HashMap<&'a str, Vec<&'a View>, foldhash::fast::RandomState>,
+    /// Each device's rail MACs.
+    macs_of: HashMap<&'a str, Vec<(&'a String, &'a End)>, foldhash::fast::RandomState>,
+}
+
+impl<'a> Shares<'a> {
+    /// The switches with a share (with planned cables), in name order.
+    #[must_use]
+    pub fn switches(&self) -> Vec<&'a str> {
+        let mut names: Vec<&'a str> = self.views_of.keys().copied().collect();
+        names.sort_unstable();
+        names
+    }
+
+    /// The share of `switch`; `None` for a switch without planned cables.
+    #[must_use]
+    pub fn get(&self, switch: &str) -> Option<SwitchPlan> {
+        let views = self.views_of.get(switch)?;
+        let mut plan = SwitchPlan {
+            switch: switch.to_owned(),
+            bridge: None,
+            grace: LLDP_GRACE_SECONDS,
+            ports: Vec::with_capacity(views.len()),
+            devices: BTreeMap::new(),
+            macs: BTreeMap::new(),
+        };
+        let mut seen: HashSet<&str, foldhash::fast::RandomState> = HashSet::default();
+        for view in views {
             plan.ports.push(PlannedPort { port: view.local.port.clone(), expected: view.remote.clone() });
             let device = view.remote.device.as_str();
-            if !self.switches.contains(device) {
+            // A device's names and MACs once, however many cables reach it.
+            if !seen.insert(device) {
+                continue;
+            }
+            if !self.plan.switches.contains(device) {
                 plan.bridge = Some(HOST_INTERFACE);
             }
-            if let Some(ports) = self.ports.get(device) {
-                plan.devices.entry(device.to_owned()).or_insert_with(|| ports.clone());
+            if let Some(ports) = self.plan.ports.get(device) {
+                plan.devices.insert(device.to_owned(), ports.clone());
             }
-            for (mac, end) in macs_of.get(device).map(Vec::as_slice).unwrap_or_default() {
+            for (mac, end) in self.macs_of.get(device).map(Vec::as_slice).unwrap_or_default() {
                 plan.macs.insert((*mac).clone(), (*end).clone());
             }
         }
-        plans
+        Some(plan)
     }
 }
 

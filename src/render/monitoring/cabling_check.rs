@@ -61,7 +61,7 @@ pub fn render(
     let (prefixes, macs) =
         inventory.map(|inventory| (lldp::port_prefixes(inventory), lldp::rail_macs(inventory))).unwrap_or_default();
     let lldp_plan = LldpPlan::new(model, &prefixes, &macs);
-    let plans = lldp_plan.switch_plans();
+    let shares = lldp_plan.shares();
     let interval = crate::blueprint::duration::parse(&monitoring.settings.health.cluster_interval)
         .map_or(600, |length| length.as_secs().max(5));
     let unit = Content::new(format!(
@@ -79,11 +79,11 @@ pub fn render(
     // One copy of the texts every switch shares (content is reference-counted).
     let program_text = Content::new(PROGRAM_TEXT.to_owned());
     for switch in &monitoring.frr_switches {
-        let Some(switch_plan) = plans.get(switch.name.as_str()) else { continue };
+        let Some(switch_plan) = shares.get(&switch.name) else { continue };
         let target = Target::switch(&switch.name);
         let program = file(&target, PROGRAM, program_text.clone(), 0o755);
         // Each switch's own (~16 KB): only its hash when the plan keeps no texts.
-        let plan = file(&target, PLAN, renderer.content(plan(switch_plan)), 0o644);
+        let plan = file(&target, PLAN, renderer.content(plan(&switch_plan)), 0o644);
         let unit = file(&target, SERVICE, unit.clone(), 0o644);
         let timer = file(&target, TIMER, timer.clone(), 0o644);
         let watched = vec![program.id.clone(), plan.id.clone(), unit.id.clone(), timer.id.clone()];
