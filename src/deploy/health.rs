@@ -21,7 +21,11 @@ pub fn compile(
     inventory: Option<&LoadedInventory>,
     renderer: &Renderer,
 ) -> Result<Compiled, Diagnostics> {
-    compile_with(blueprint, inventory, renderer, |model, out| {
-        crate::validate::health::extend(model, inventory.map(|loaded| &loaded.inventory), renderer, out)
-    })
+    compile_with(
+        blueprint,
+        inventory,
+        renderer,
+        |model| crate::validate::health::programs(model, inventory.map(|loaded| &loaded.inventory), renderer),
+        crate::validate::health::Programs::attach,
+    )
 }

@@ -364,7 +364,10 @@ mod tests {
                 assert_eq!(indexed, scanned, "switch {}", fabric.switches[index].name);
                 let up = fabric.ports_of(index).filter(|port| port.direction == ports::Direction::Up).count();
                 let role = fabric.switches[index].role;
-                assert_eq!(up == 0, role == SwitchRole::Core || (role == SwitchRole::Spine && fabric.sizing.tiers == 2));
+                assert_eq!(
+                    up == 0,
+                    role == SwitchRole::Core || (role == SwitchRole::Spine && fabric.sizing.tiers == 2)
+                );
             }
         }
     }

@@ -329,22 +329,21 @@ fn resolve(spec: &ValidatorSpec, limits: &[run::Limit], input: &DeriveInput<'_>)
         .map_err(|problem| format!("`{}`: {problem}", spec.id))
 }
 
-/// Adds the health program of every compute node to `out` (before slurmd starts,
-/// which runs it), for a blueprint with a `monitoring` section.
+/// The health program of every compute node, made from the model alone so that it
+/// renders beside the other stages; [`Programs::attach`] adds it to them.
 ///
 /// # Errors
 /// Diagnostics for a validator catalog that does not load, checks that cannot be
 /// planned, or a template that fails.
-pub fn extend(
+pub fn programs(
     model: &Model,
     inventory: Option<&crate::inventory::Inventory>,
     renderer: &crate::render::Renderer,
-    out: &mut Vec<crate::resource::Resource>,
-) -> Result<(), crate::diagnostic::Diagnostics> {
+) -> Result<Programs, crate::diagnostic::Diagnostics> {
     use crate::diagnostic::{Diagnostic, Diagnostics};
     let settings = match Settings::from_blueprint(&model.blueprint) {
         Ok(Some(settings)) => settings,
-        Ok(None) => return Ok(()),
+        Ok(None) => return Ok(Programs::default()),
         Err(problem) => {
             return Err(Diagnostics(vec![
                 Diagnostic::error("health-settings", problem).help("`toolkit lint` locates the value"),
@@ -369,29 +368,45 @@ pub fn extend(
                 .collect(),
         )
     })?;
-    let mut health = Vec::new();
-    let programs = resources::resources(&nodes, settings, renderer, &mut health).map_err(|error| {
+    let mut resources = Vec::new();
+    let by_node = resources::resources(&nodes, settings, renderer, &mut resources).map_err(|error| {
         Diagnostics(vec![Diagnostic::error("render-failed", error.to_string()).help("a health template failed")])
     })?;
-    // Each node's slurmd, found in one pass: a search per node was quadratic (at 4,096
-    // nodes 4,096 scans of ~230,000 resources, ~1 s of a plan).
-    let slurmd_at: std::collections::HashMap<&str, usize, foldhash::fast::RandomState> = out
-        .iter()
-        .enumerate()
-        .filter(|(_, resource)| {
-            matches!(&*resource.desired, crate::resource::Desired::Service { name, .. } if name == "slurmd")
-        })
-        .map(|(index, resource)| (resource.target(), index))
-        .collect();
-    let slurmd_at: Vec<(usize, crate::resource::ResourceId)> = programs
-        .into_iter()
-        .filter_map(|(node, program)| slurmd_at.get(node.as_str()).map(|&index| (index, program)))
-        .collect();
-    for (index, program) in slurmd_at {
-        out[index].depends_on.push(program);
+    Ok(Programs { resources, by_node })
+}
+
+/// Every compute node's health program: its resources, and per node the one its
+/// slurmd waits for. None without a `monitoring` section.
+#[derive(Debug, Default)]
+pub struct Programs {
+    resources: Vec<crate::resource::Resource>,
+    by_node: Vec<(String, crate::resource::ResourceId)>,
+}
+
+impl Programs {
+    /// Appends the programs to the rendered resources `out`, each node's slurmd
+    /// after its node's program (slurmd runs it).
+    pub fn attach(self, out: &mut Vec<crate::resource::Resource>) {
+        // Each node's slurmd, found in one pass: a search per node was quadratic (at
+        // 4,096 nodes 4,096 scans of ~230,000 resources, ~1 s of a plan).
+        let slurmd_at: std::collections::HashMap<&str, usize, foldhash::fast::RandomState> = out
+            .iter()
+            .enumerate()
+            .filter(|(_, resource)| {
+                matches!(&*resource.desired, crate::resource::Desired::Service { name, .. } if name == "slurmd")
+            })
+            .map(|(index, resource)| (resource.target(), index))
+            .collect();
+        let slurmd_at: Vec<(usize, crate::resource::ResourceId)> = self
+            .by_node
+            .into_iter()
+            .filter_map(|(node, program)| slurmd_at.get(node.as_str()).map(|&index| (index, program)))
+            .collect();
+        for (index, program) in slurmd_at {
+            out[index].depends_on.push(program);
+        }
+        out.extend(self.resources);
     }
-    out.extend(health);
-    Ok(())
 }
 
 #[cfg(test)]
