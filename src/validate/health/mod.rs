@@ -20,6 +20,7 @@
 //! counters and prints the measurements, so a `toolkit validate` and a health check
 //! that disagree point at a probe, not at two sets of thresholds.
 
+mod planner;
 pub mod prometheus;
 pub mod resources;
 pub mod script;
@@ -28,15 +29,11 @@ pub mod status;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::blueprint::schema::Role;
 use crate::model::Model;
 
 use super::catalog::Catalog;
-use super::derived::{self, DeriveInput};
-use super::expr;
-use super::run::{self, Disposition, LimitSource, RunOptions};
-use super::spec::{Cadence, FAST_PROBE_TIMEOUT_SECONDS, HealthAction, Severity, ValidatorSpec};
-use super::subjects::Site;
+use super::spec::{Cadence, HealthAction};
+use planner::Planner;
 
 /// The start of every drain reason the health checks set; only nodes whose reason
 /// starts with it are resumed by them.
@@ -220,113 +217,9 @@ pub fn plan(
     settings: &Settings,
     fake_gpus: &BTreeSet<String>,
 ) -> Result<Vec<NodeChecks>, Vec<String>> {
-    let site = Site::everything(model);
-    let only: BTreeSet<String> = check_ids(catalog).map(str::to_owned).collect();
-    let options = RunOptions { only: Some(only), ..RunOptions::default() };
-    let planned = run::plan(catalog, model, &site, &options)?;
-    let compute: Vec<&str> = model
-        .nodes
-        .iter()
-        .filter(|node| model.groups[node.group].has_role(Role::Compute))
-        .map(|n| n.name.as_str())
-        .collect();
-    let mut by_node: BTreeMap<&str, Vec<Check>> = compute.iter().map(|name| (*name, Vec::new())).collect();
-    let mut problems = Vec::new();
-    for item in &planned {
-        let Disposition::Run { expansion, limits, .. } = &item.disposition else { continue };
-        let Some(health) = &item.spec.health else { continue };
-        let timeout = health.timeout.unwrap_or(match health.cadence {
-            Cadence::Fast => FAST_PROBE_TIMEOUT_SECONDS,
-            Cadence::Slow => item.spec.timeout,
-        });
-        let command = match expr::Command::compile(&health.probe) {
-            Ok(command) => command,
-            Err(problem) => {
-                problems.push(format!("{}: the health probe: {problem}", item.spec.id));
-                continue;
-            }
-        };
-        for subject in &expansion.subjects {
-            let Some(checks) = by_node.get_mut(subject.host.as_str()) else { continue };
-            let nodes: Vec<&crate::model::Node> = subject.nodes.iter().map(|&index| &model.nodes[index]).collect();
-            let input =
-                DeriveInput { model, nodes: &nodes, switch: subject.switch, selected: expansion.selected.len() };
-            let resolved = match resolve(item.spec, limits, &input) {
-                Ok(resolved) => resolved,
-                Err(problem) => {
-                    problems.push(format!("{} on {}: {problem}", item.spec.id, subject.name));
-                    continue;
-                }
-            };
-            let skipped = reads_gpus(item.spec)
-                .then(|| fake_gpus.contains(&subject.host))
-                .filter(|fake| *fake)
-                .map(|_| "the node's GPUs are device files (`fake_gpu_devices`)".to_owned());
-            let probe = if skipped.is_some() {
-                None
-            } else {
-                match command.render(&subject.context) {
-                    Ok(text) => Some(text),
-                    Err(problem) => {
-                        problems.push(format!("{}: the health probe for {}: {problem}", item.spec.id, subject.name));
-                        continue;
-                    }
-                }
-            };
-            checks.push(Check {
-                id: item.spec.id.clone(),
-                subject: subject.name.clone(),
-                cadence: health.cadence,
-                action: settings.action(&item.spec.id, health.on_failure),
-                timeout,
-                probe,
-                skipped,
-                limits: resolved,
-            });
-        }
-    }
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    Ok(by_node
-        .into_iter()
-        .map(|(node, mut checks)| {
-            checks.sort_by_key(|check| check.cadence);
-            NodeChecks { node: node.to_owned(), checks }
-        })
-        .collect())
-}
-
-/// GPU validators read real GPUs: on nodes whose GPUs are device files (labs) they are
-/// rendered but skipped, as the rollout's post-change checks skip them.
-fn reads_gpus(spec: &ValidatorSpec) -> bool {
-    spec.requires.contains(&super::spec::Requirement::Gpu)
-}
-
-fn resolve(spec: &ValidatorSpec, limits: &[run::Limit], input: &DeriveInput<'_>) -> Result<Vec<ResolvedLimit>, String> {
-    limits
-        .iter()
-        .map(|limit| {
-            let value = match &limit.source {
-                LimitSource::Fixed { value, .. } | LimitSource::Blueprint { value, .. } => *value,
-                LimitSource::Derived(name) => derived::derive(name, input)?.value,
-                // The node's script compares with numbers fixed at render time.
-                LimitSource::Measurement { name, .. } => {
-                    return Err(format!(
-                        "the limit of `{}` is the measurement `{name}`, which a node health check cannot compare with",
-                        limit.measurement
-                    ));
-                }
-            };
-            Ok(ResolvedLimit {
-                measurement: limit.measurement.clone(),
-                comparison: limit.comparison.as_str(),
-                value,
-                warning: limit.severity == Severity::Warning,
-            })
-        })
-        .collect::<Result<_, String>>()
-        .map_err(|problem| format!("`{}`: {problem}", spec.id))
+    let (planner, mut problems) = Planner::new(catalog, model, settings, fake_gpus)?;
+    let nodes = (0..planner.nodes.len()).map(|at| planner.node(at, &mut problems)).collect();
+    problems.into_result().map(|()| nodes)
 }
 
 /// The health program of every compute node, made from the model alone so that it
@@ -357,22 +250,29 @@ pub fn programs(
         .unwrap_or_default();
     let settings = &settings;
     let catalog = Catalog::builtin()?;
-    let nodes = plan(&catalog, model, settings, &fake_gpus).map_err(|problems| {
-        Diagnostics(
-            problems
-                .into_iter()
-                .map(|problem| {
-                    Diagnostic::error("health-plan", problem)
-                        .help("the node health checks come from validators/*.yaml and `monitoring.health`")
-                })
-                .collect(),
-        )
-    })?;
-    let mut resources = Vec::new();
-    let by_node = resources::resources(&nodes, settings, renderer, &mut resources).map_err(|error| {
+    let (planner, problems) = Planner::new(&catalog, model, settings, &fake_gpus).map_err(plan_failed)?;
+    let (problems, programs) = planner.programs(renderer, PROGRAM_RUN, problems);
+    problems.into_result().map_err(plan_failed)?;
+    programs.map_err(|error| {
         Diagnostics(vec![Diagnostic::error("render-failed", error.to_string()).help("a health template failed")])
-    })?;
-    Ok(Programs { resources, by_node })
+    })
+}
+
+/// Compute nodes whose health programs one thread makes at a time.
+const PROGRAM_RUN: usize = 128;
+
+/// The diagnostics of checks that cannot be planned.
+fn plan_failed(problems: Vec<String>) -> crate::diagnostic::Diagnostics {
+    use crate::diagnostic::{Diagnostic, Diagnostics};
+    Diagnostics(
+        problems
+            .into_iter()
+            .map(|problem| {
+                Diagnostic::error("health-plan", problem)
+                    .help("the node health checks come from validators/*.yaml and `monitoring.health`")
+            })
+            .collect(),
+    )
 }
 
 /// Every compute node's health program: its resources, and per node the one its

@@ -30,32 +30,41 @@ pub fn resources(
     renderer: &Renderer,
     out: &mut Vec<Resource>,
 ) -> Result<Vec<(String, ResourceId)>, RenderError> {
-    let mut programs = Vec::new();
-    for checks in nodes {
-        let target = Target::node(&checks.node);
-        let content = script::content(checks, settings.control, renderer)?;
-        let directory = Resource::new(
-            target.clone(),
-            PROGRAM_DIR,
-            Desired::Directory { path: PROGRAM_DIR.to_owned(), mode: 0o755, owner: "root".to_owned() },
-        );
-        let program = file(&target, PROGRAM, content, 0o755).after([directory.id.clone()]);
-        out.push(directory);
-        programs.push((checks.node.clone(), program.id.clone()));
-        let mut timed = Vec::new();
-        if settings.control == NodeControl::Kubernetes && checks.has(Cadence::Fast) {
-            timed.push((Cadence::Fast, settings.fast_interval));
-        }
-        if checks.has(Cadence::Slow) {
-            timed.push((Cadence::Slow, settings.slow_interval));
-        }
-        let program_id = program.id.clone();
-        out.push(program);
-        for (cadence, interval) in timed {
-            timer_units(&checks.node, cadence, interval, settings.control, &program_id, renderer, out)?;
-        }
+    nodes.iter().map(|checks| Ok((checks.node.clone(), node(checks, settings, renderer, out)?))).collect()
+}
+
+/// [`resources`] of one node: the id of its script.
+///
+/// # Errors
+/// A template fails.
+pub fn node(
+    checks: &NodeChecks,
+    settings: &Settings,
+    renderer: &Renderer,
+    out: &mut Vec<Resource>,
+) -> Result<ResourceId, RenderError> {
+    let target = Target::node(&checks.node);
+    let content = script::content(checks, settings.control, renderer)?;
+    let directory = Resource::new(
+        target.clone(),
+        PROGRAM_DIR,
+        Desired::Directory { path: PROGRAM_DIR.to_owned(), mode: 0o755, owner: "root".to_owned() },
+    );
+    let program = file(&target, PROGRAM, content, 0o755).after([directory.id.clone()]);
+    out.push(directory);
+    let mut timed = Vec::new();
+    if settings.control == NodeControl::Kubernetes && checks.has(Cadence::Fast) {
+        timed.push((Cadence::Fast, settings.fast_interval));
     }
-    Ok(programs)
+    if checks.has(Cadence::Slow) {
+        timed.push((Cadence::Slow, settings.slow_interval));
+    }
+    let program_id = program.id.clone();
+    out.push(program);
+    for (cadence, interval) in timed {
+        timer_units(&checks.node, cadence, interval, settings.control, &program_id, renderer, out)?;
+    }
+    Ok(program_id)
 }
 
 /// `toolkit-health-<cadence>.service` and `.timer` on `node`, the timer enabled.

@@ -1,5 +1,6 @@
 use std::path::Path;
 
+use super::planner::Problems;
 use super::*;
 use crate::render::Renderer;
 
@@ -242,4 +243,42 @@ fn a_slurm_node_gets_no_fast_timer() {
     let ids: Vec<&str> = out.iter().map(|resource| resource.id.as_str()).collect();
     assert!(ids.iter().all(|id| !id.contains("toolkit-health-fast")), "{ids:?}");
     assert!(ids.iter().any(|id| id.contains("toolkit-health-slow.timer")), "{ids:?}");
+}
+
+#[test]
+fn programs_made_in_runs_are_those_of_one_pass_over_the_nodes() {
+    let model = lab_model();
+    let (settings, renderer) = (lab_settings(), Renderer::embedded().expect("templates"));
+    let catalog = Catalog::builtin().unwrap_or_else(|problems| panic!("{}", problems.render()));
+    let fake = BTreeSet::from(["node03".to_owned()]);
+    let mut expected = Vec::new();
+    let nodes = plan(&catalog, &model, &settings, &fake).expect("plans");
+    let programs = resources::resources(&nodes, &settings, &renderer, &mut expected).expect("renders");
+    let shown = |resources: &[crate::resource::Resource]| -> Vec<(String, String)> {
+        resources.iter().map(|r| (r.id.as_str().to_owned(), r.desired.fingerprint())).collect()
+    };
+    // Runs of one node, of three (a short last run) and of every node at once.
+    for run in [1, 3, 64] {
+        let (planner, problems) = Planner::new(&catalog, &model, &settings, &fake).expect("plans");
+        let (problems, made) = planner.programs(&renderer, run, problems);
+        assert!(problems.into_result().is_ok());
+        let made = made.expect("renders");
+        assert_eq!(shown(&made.resources), shown(&expected), "runs of {run}");
+        assert_eq!(made.by_node, programs, "runs of {run}");
+    }
+}
+
+#[test]
+fn problems_found_node_by_node_are_reported_validator_by_validator() {
+    let mut problems = Problems::default();
+    // Node 1 then node 2, each with checks of validators 0 and 2; validator 1 failed whole.
+    for (at, problem) in [((0, 0), "a node1"), ((2, 0), "c node1"), ((0, 1), "a node2"), ((2, 1), "c node2")] {
+        problems.push(at, problem.to_owned());
+    }
+    problems.push((1, 0), "b".to_owned());
+    assert_eq!(
+        problems.into_result(),
+        Err(["a node1", "a node2", "b", "c node1", "c node2"].map(str::to_owned).to_vec())
+    );
+    assert_eq!(Problems::default().into_result(), Ok(()));
 }
