@@ -154,10 +154,7 @@ pub fn resolve(resources: &[Resource]) -> Result<Edges, Diagnostics> {
     // Every edge as (dependent, dependency), in the order the dependencies are declared:
     // ~400,000 lookups at 4,096 nodes, made on every core in runs of resources whose
     // edges join in order.
-    let runs: Vec<std::ops::Range<usize>> = (0..resources.len())
-        .step_by(RESOLVE_RUN)
-        .map(|start| start..resources.len().min(start + RESOLVE_RUN))
-        .collect();
+    let runs = crate::parallel::runs(resources.len(), RESOLVE_RUN);
     let found = crate::parallel::ordered(&runs, |run| {
         let mut edges = Vec::with_capacity(resources[run.clone()].iter().map(|r| r.depends_on.len()).sum());
         let mut unknown = Vec::new();

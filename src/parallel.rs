@@ -35,6 +35,14 @@ fn schedule(count: usize, longest: &[usize]) -> Vec<usize> {
     first.chain((0..count).filter(|index| !longest.contains(index))).collect()
 }
 
+/// `0..count` cut into consecutive runs of `run` positions (the last may be shorter):
+/// the items of a large loop that one thread takes at a time.
+#[must_use]
+pub fn runs(count: usize, run: usize) -> Vec<std::ops::Range<usize>> {
+    let run = run.max(1);
+    (0..count).step_by(run).map(|start| start..count.min(start + run)).collect()
+}
+
 /// `work` applied to consecutive runs of `run` slots of `slots` (its first slot's index
 /// and the run), on up to one thread per core, each writing its own slots in place;
 /// the runs' results in the order of the runs. What a sequential loop over one large
@@ -83,6 +91,14 @@ fn spread<R: Send>(schedule: &[usize], work: impl Fn(usize) -> R + Sync) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_cover_every_position_once_the_last_shorter() {
+        assert_eq!(runs(7, 3), [0..3, 3..6, 6..7]);
+        assert_eq!(runs(6, 3), [0..3, 3..6]);
+        assert!(runs(0, 3).is_empty());
+        assert_eq!(runs(2, 0), [0..1, 1..2], "a run holds one position at least");
+    }
 
     #[test]
     fn results_keep_the_order_of_the_items() {

@@ -250,8 +250,8 @@ pub fn programs(
         .unwrap_or_default();
     let settings = &settings;
     let catalog = Catalog::builtin()?;
-    let (planner, problems) = Planner::new(&catalog, model, settings, &fake_gpus).map_err(plan_failed)?;
-    let (problems, programs) = planner.programs(renderer, PROGRAM_RUN, problems);
+    let (planner, mut problems) = Planner::new(&catalog, model, settings, &fake_gpus).map_err(plan_failed)?;
+    let programs = planner.programs(renderer, PROGRAM_RUN, &mut problems);
     problems.into_result().map_err(plan_failed)?;
     programs.map_err(|error| {
         Diagnostics(vec![Diagnostic::error("render-failed", error.to_string()).help("a health template failed")])

@@ -117,18 +117,16 @@ impl<'a> Planner<'a> {
 
     /// Every node's program, made node by node in runs of `run` nodes on every core,
     /// each node's checks laid out as its script and dropped; the runs join in node
-    /// order, as one pass over the nodes makes them. With the problems of every check
-    /// (after `problems`, those of whole validators): once there is one, nothing more
-    /// renders, and the programs are of no use. Else the first template that fails, in
-    /// node order.
+    /// order, as one pass over the nodes makes them. What stops a check goes to
+    /// `problems`: once there is one, nothing more renders, and the programs are of no
+    /// use. Else the first template that fails, in node order.
     pub(super) fn programs(
         &self,
         renderer: &crate::render::Renderer,
         run: usize,
-        mut problems: Problems,
-    ) -> (Problems, Result<Programs, crate::render::RenderError>) {
-        let runs: Vec<std::ops::Range<usize>> =
-            (0..self.nodes.len()).step_by(run).map(|start| start..self.nodes.len().min(start + run)).collect();
+        problems: &mut Problems,
+    ) -> Result<Programs, crate::render::RenderError> {
+        let runs = crate::parallel::runs(self.nodes.len(), run);
         let made = crate::parallel::ordered(&runs, |run| {
             let mut problems = Problems::default();
             let mut made = Ok(Programs::default());
@@ -157,7 +155,7 @@ impl<'a> Planner<'a> {
                 (Err(_), _) => {}
             }
         }
-        (problems, programs)
+        programs
     }
 
     /// The checks of the node at `at` of [`Planner::nodes`], fast first; what stops a

@@ -259,8 +259,8 @@ fn programs_made_in_runs_are_those_of_one_pass_over_the_nodes() {
     };
     // Runs of one node, of three (a short last run) and of every node at once.
     for run in [1, 3, 64] {
-        let (planner, problems) = Planner::new(&catalog, &model, &settings, &fake).expect("plans");
-        let (problems, made) = planner.programs(&renderer, run, problems);
+        let (planner, mut problems) = Planner::new(&catalog, &model, &settings, &fake).expect("plans");
+        let made = planner.programs(&renderer, run, &mut problems);
         assert!(problems.into_result().is_ok());
         let made = made.expect("renders");
         assert_eq!(shown(&made.resources), shown(&expected), "runs of {run}");
