@@ -393,7 +393,7 @@ fn print_preview(
                         .collect();
                     let server = item.spec.server.as_ref().map(|server| expr::Command::compile(&server.command));
                     let subjects = expansion
-                        .subjects
+                        .subjects(model)
                         .iter()
                         .map(|subject| {
                             let render = |command: &Result<expr::Command, String>| {

@@ -34,12 +34,11 @@ use super::results::{
     Threshold, ValidatorResult, Verdict, format_number,
 };
 use super::spec::{
-    Aggregate, Analysis, MeasurementSpec, ProgramsOn, Requirement, RunsOn, SeriesScale, Severity, SpecScope,
-    ValidatorSpec,
+    Aggregate, Analysis, MeasurementSpec, ProgramsOn, Requirement, SeriesScale, Severity, SpecScope, ValidatorSpec,
 };
 use super::subjects::{self, Expansion, Site, Subject};
 use super::timeline;
-use crate::blueprint::schema::{AcceptanceMode, FabricKind, Role, SchedulerKind};
+use crate::blueprint::schema::{AcceptanceMode, FabricKind, SchedulerKind};
 use crate::model::Model;
 use crate::transport::{Connector, Executor as _, ExitStatus};
 
@@ -243,7 +242,6 @@ pub fn plan<'a>(
         return Err(problems);
     }
     let mut planned = Vec::new();
-    let mut views = subjects::NodeViews::new(model);
     for spec in &catalog.specs {
         let reference = references.get(spec.id.as_str()).map(|&index| (index, &acceptance.validators[index]));
         let disposition = match (&options.only, reference) {
@@ -252,7 +250,7 @@ pub fn plan<'a>(
                 Disposition::Skip(format!("skipped by the blueprint (`acceptance.validators[{index}].skip`)"))
             }
             (None, None) if acceptance.mode == AcceptanceMode::Explicit => continue,
-            _ => dispose(spec, &mut views, site, options, reference),
+            _ => dispose(spec, model, site, options, reference),
         };
         planned.push(Planned { spec, disposition });
     }
@@ -261,12 +259,11 @@ pub fn plan<'a>(
 
 fn dispose(
     spec: &ValidatorSpec,
-    views: &mut subjects::NodeViews<'_>,
+    model: &Model,
     site: &Site,
     options: &RunOptions,
     reference: Option<(usize, &crate::blueprint::schema::ValidatorRef)>,
 ) -> Disposition {
-    let model = views.model();
     if let Some(reason) = unmet(model, &spec.requires) {
         return Disposition::Skip(reason);
     }
@@ -304,7 +301,7 @@ fn dispose(
             severity: threshold.severity.unwrap_or(spec.severity),
         })
         .collect();
-    match subjects::expand_with(views, spec, site, options.nodes.as_ref(), &params) {
+    match subjects::expand(spec, model, site, options.nodes.as_ref(), &params) {
         Ok(expansion) => match &expansion.empty_reason {
             Some(reason) => Disposition::Skip(reason.clone()),
             None => Disposition::Run { expansion, params, limits },
@@ -417,7 +414,7 @@ pub async fn execute<H: Hosts>(
         let (subjects, verdicts) = match &item.disposition {
             Disposition::Skip(reason) => (vec![SubjectResult::skipped(&model.name, reason.clone())], BTreeMap::new()),
             Disposition::Fail(reason) => (vec![SubjectResult::error(&model.name, reason.clone())], BTreeMap::new()),
-            Disposition::Run { expansion, limits, params } => {
+            Disposition::Run { expansion, limits, .. } => {
                 let connector = hosts.for_validator(spec);
                 let runner = ValidatorRun {
                     spec,
@@ -428,7 +425,6 @@ pub async fn execute<H: Hosts>(
                     grace_seconds: hosts.grace_seconds(),
                     options,
                     limits,
-                    params,
                     selected: expansion.selected.len(),
                 };
                 runner.run(expansion).await
@@ -522,24 +518,24 @@ struct ValidatorRun<'a, C> {
     grace_seconds: u64,
     options: &'a RunOptions,
     limits: &'a [Limit],
-    params: &'a BTreeMap<String, f64>,
     selected: usize,
 }
 
 impl<C: Connector> ValidatorRun<'_, C> {
     async fn run(&self, expansion: &Expansion) -> (Vec<SubjectResult>, BTreeMap<String, Verdict>) {
-        report(self.options, &Progress::Started { id: self.spec.id.clone(), subjects: expansion.subjects.len() });
-        let mut records = self.run_all(&expansion.subjects).await;
+        let subjects = expansion.subjects(self.model);
+        report(self.options, &Progress::Started { id: self.spec.id.clone(), subjects: subjects.len() });
+        let mut records = self.run_all(&subjects).await;
         if self.spec.analysis == Some(Analysis::Cabling) {
-            self.add_cabling(&expansion.subjects, &mut records);
+            self.add_cabling(&subjects, &mut records);
         }
         let mut results: Vec<SubjectResult> =
-            expansion.subjects.iter().zip(&records).map(|(subject, record)| self.judge(subject, record)).collect();
+            subjects.iter().zip(&records).map(|(subject, record)| self.judge(subject, record)).collect();
         let mut verdicts = BTreeMap::new();
         if self.spec.second_pass {
-            self.second_pass(expansion, &mut results, &mut verdicts).await;
+            self.second_pass(expansion, &subjects, &mut results, &mut verdicts).await;
         } else {
-            for (subject, result) in expansion.subjects.iter().zip(&results) {
+            for (subject, result) in subjects.iter().zip(&results) {
                 self.attribute(subject, result.verdict, &mut verdicts);
             }
         }
@@ -931,22 +927,18 @@ impl<C: Connector> ValidatorRun<'_, C> {
     async fn second_pass(
         &self,
         expansion: &Expansion,
+        subjects: &[Subject],
         results: &mut Vec<SubjectResult>,
         verdicts: &mut BTreeMap<String, Verdict>,
     ) {
         let name = |index: usize| self.model.nodes[index].name.as_str();
-        let lanes: BTreeSet<Option<u32>> = expansion.subjects.iter().map(|subject| subject.rail).collect();
-        let base = subjects::base_context(self.model, self.site, &expansion.selected, self.params);
-        let controller = (self.spec.runs_on == RunsOn::Controller)
-            .then(|| self.model.first_with(Role::Controller).map(|node| node.name.clone()))
-            .flatten();
+        let lanes: BTreeSet<Option<u32>> = subjects.iter().map(|subject| subject.rail).collect();
         let index_of: BTreeMap<&str, usize> =
             self.model.nodes.iter().enumerate().map(|(index, node)| (node.name.as_str(), index)).collect();
         let mut judgements = BTreeMap::new();
         let mut views = subjects::NodeViews::new(self.model);
         for lane in lanes {
-            let first: Vec<PairResult> = expansion
-                .subjects
+            let first: Vec<PairResult> = subjects
                 .iter()
                 .zip(results.iter())
                 .filter(|(subject, _)| subject.rail == lane && subject.nodes.len() == 2)
@@ -958,15 +950,7 @@ impl<C: Connector> ValidatorRun<'_, C> {
                 .iter()
                 .filter_map(|(suspect, partner)| {
                     let (a, b) = (index_of.get(suspect.as_str())?, index_of.get(partner.as_str())?);
-                    Some(subjects::pair_subject(
-                        &mut views,
-                        &base,
-                        controller.as_deref(),
-                        *a,
-                        *b,
-                        lane,
-                        " (second pass)",
-                    ))
+                    Some(expansion.pair(&mut views, *a, *b, lane, " (second pass)"))
                 })
                 .collect();
             let records = self.run_all(&retests).await;
@@ -978,7 +962,7 @@ impl<C: Connector> ValidatorRun<'_, C> {
             }
             judgements.insert(lane, (pairwise::judge(&first, &second), second));
         }
-        for (subject, result) in expansion.subjects.iter().zip(results.iter_mut()) {
+        for (subject, result) in subjects.iter().zip(results.iter_mut()) {
             let Some((judgement, second)) = judgements.get(&subject.rail) else { continue };
             if result.verdict != Verdict::Failed || subject.nodes.len() != 2 {
                 continue;

@@ -82,15 +82,115 @@ pub struct Subject {
     pub context: Value,
 }
 
-/// The subjects of one validator and the nodes they were made from.
+/// The subjects of one validator and the nodes they were made from. Each subject is
+/// kept as what it checks ([`Key`]) and made, with its template context, when it is
+/// asked for: a health plan at 32,768 nodes names ~460,000 subjects, and holding each
+/// with its context at once was most of that plan's memory.
 #[derive(Debug, Clone)]
 pub struct Expansion {
-    /// Subjects, in order.
-    pub subjects: Vec<Subject>,
+    keys: Vec<Key>,
     /// Indexes of the selected nodes.
     pub selected: Vec<usize>,
     /// Why there are no subjects, when there are none.
     pub empty_reason: Option<String>,
+    /// What every subject sees ([`base_context`]).
+    base: Value,
+    /// The controller, when the steps run there.
+    controller: Option<String>,
+    /// Each switch's view, for a switch validator.
+    switches: Vec<Value>,
+}
+
+/// What one subject checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Key {
+    Node(usize),
+    Pair { first: usize, second: usize, rail: Option<u32> },
+    Switch(usize),
+    Cluster,
+}
+
+impl Expansion {
+    /// How many subjects.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// No subjects.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Where the steps of subject `at` run, without making it.
+    #[must_use]
+    pub fn host<'e>(&'e self, at: usize, model: &'e Model) -> &'e str {
+        if let Some(controller) = &self.controller {
+            return controller;
+        }
+        match self.keys[at] {
+            Key::Node(index) | Key::Pair { first: index, .. } => &model.nodes[index].name,
+            Key::Switch(index) => &model.fabric.switches[index].name,
+            Key::Cluster => "",
+        }
+    }
+
+    /// Subject `at`, with the node views `views` has made.
+    pub fn subject(&self, at: usize, views: &mut NodeViews<'_>) -> Subject {
+        let model = views.model;
+        let host = |name: &str| self.controller.clone().unwrap_or_else(|| name.to_owned());
+        match self.keys[at] {
+            Key::Node(index) => Subject {
+                name: model.nodes[index].name.clone(),
+                host: host(&model.nodes[index].name),
+                server_host: None,
+                nodes: vec![index],
+                switch: None,
+                rail: None,
+                context: merge_values(BTreeMap::from([("node", views.get(index))]), &self.base),
+            },
+            Key::Pair { first, second, rail } => self.pair(views, first, second, rail, ""),
+            Key::Switch(index) => Subject {
+                name: model.fabric.switches[index].name.clone(),
+                host: host(&model.fabric.switches[index].name),
+                server_host: None,
+                nodes: Vec::new(),
+                switch: Some(index),
+                rail: None,
+                context: merge_values(BTreeMap::from([("switch", self.switches[index].clone())]), &self.base),
+            },
+            Key::Cluster => Subject {
+                name: model.name.clone(),
+                host: self.controller.clone().unwrap_or_default(),
+                server_host: None,
+                nodes: self.selected.clone(),
+                switch: None,
+                rail: None,
+                context: self.base.clone(),
+            },
+        }
+    }
+
+    /// A pair made as this expansion's pairs are, outside them: a re-test, its name
+    /// marked with `suffix` (` (second pass)`).
+    pub fn pair(
+        &self,
+        views: &mut NodeViews<'_>,
+        first: usize,
+        second: usize,
+        rail: Option<u32>,
+        suffix: &str,
+    ) -> Subject {
+        pair_subject(views, &self.base, self.controller.as_deref(), first, second, rail, suffix)
+    }
+
+    /// Every subject, in order.
+    #[must_use]
+    pub fn subjects(&self, model: &Model) -> Vec<Subject> {
+        let mut views = NodeViews::new(model);
+        (0..self.len()).map(|at| self.subject(at, &mut views)).collect()
+    }
 }
 
 /// The nodes a selection names, in model order, restricted to `filter` when given.
@@ -149,133 +249,50 @@ pub fn expand(
     filter: Option<&BTreeSet<String>>,
     params: &BTreeMap<String, f64>,
 ) -> Result<Expansion, String> {
-    expand_with(&mut NodeViews::new(model), spec, site, filter, params)
-}
-
-/// [`expand`], with the node views `views` has made for other validators.
-///
-/// # Errors
-/// As [`expand`].
-pub fn expand_with(
-    views: &mut NodeViews<'_>,
-    spec: &ValidatorSpec,
-    site: &Site,
-    filter: Option<&BTreeSet<String>>,
-    params: &BTreeMap<String, f64>,
-) -> Result<Expansion, String> {
-    let model = views.model;
     let selected = match spec.scope {
         SpecScope::Switch => Vec::new(),
         _ => select_nodes(model, spec.nodes, filter),
     };
     let base = base_context(model, site, &selected, params);
-    let controller = model.first_with(Role::Controller).map(|node| node.name.clone());
     let runs_on_controller = spec.runs_on == RunsOn::Controller || spec.scope == SpecScope::Cluster;
-    let controller_host = if runs_on_controller {
-        Some(controller.clone().ok_or("it runs on the Slurm controller, and no node group has the `controller` role")?)
+    let controller = if runs_on_controller {
+        let first = model.first_with(Role::Controller).map(|node| node.name.clone());
+        Some(first.ok_or("it runs on the Slurm controller, and no node group has the `controller` role")?)
     } else {
         None
     };
-    let mut subjects = Vec::new();
     let pairs = |count: usize| match spec.pairing {
         Pairing::Ring => ring_pairs(count),
         Pairing::Disjoint => disjoint_pairs(count),
     };
-    match spec.scope {
-        SpecScope::Node => {
-            for &index in &selected {
-                let node = &model.nodes[index];
-                subjects.push(Subject {
-                    name: node.name.clone(),
-                    host: controller_host.clone().unwrap_or_else(|| node.name.clone()),
-                    server_host: None,
-                    nodes: vec![index],
-                    switch: None,
-                    rail: None,
-                    context: merge_values(BTreeMap::from([("node", views.get(index))]), &base),
-                });
-            }
-        }
-        SpecScope::NodePair => {
-            for (first, second) in pairs(selected.len()) {
-                subjects.push(pair_subject(
-                    views,
-                    &base,
-                    controller_host.as_deref(),
-                    selected[first],
-                    selected[second],
-                    None,
-                    "",
-                ));
-            }
-        }
-        SpecScope::Rail => {
-            for rail in 0..model.fabric.sizing.rails {
+    let mut switches = Vec::new();
+    let keys: Vec<Key> = match spec.scope {
+        SpecScope::Node => selected.iter().map(|&index| Key::Node(index)).collect(),
+        SpecScope::NodePair => pairs(selected.len())
+            .into_iter()
+            .map(|(first, second)| Key::Pair { first: selected[first], second: selected[second], rail: None })
+            .collect(),
+        SpecScope::Rail => (0..model.fabric.sizing.rails)
+            .flat_map(|rail| {
                 let on_rail: Vec<usize> = selected
                     .iter()
                     .copied()
                     .filter(|&index| model.nodes[index].rails.iter().any(|port| port.rail == rail))
                     .collect();
-                for (first, second) in pairs(on_rail.len()) {
-                    subjects.push(pair_subject(
-                        views,
-                        &base,
-                        controller_host.as_deref(),
-                        on_rail[first],
-                        on_rail[second],
-                        Some(rail),
-                        "",
-                    ));
-                }
-            }
-        }
+                pairs(on_rail.len()).into_iter().map(move |(first, second)| Key::Pair {
+                    first: on_rail[first],
+                    second: on_rail[second],
+                    rail: Some(rail),
+                })
+            })
+            .collect(),
         SpecScope::Switch => {
-            for (index, switch) in model.fabric.switches.iter().enumerate() {
-                let prefix = site.port_prefix(&switch.name);
-                let ports: Vec<serde_json::Value> = model
-                    .fabric
-                    .ports_of(index)
-                    .map(|port| {
-                        let peer = &model.fabric.switches[port.peer];
-                        json!({
-                            "name": ports::port_name(prefix, port.port),
-                            "peer": peer.name,
-                            "peer_port": ports::port_name(site.port_prefix(&peer.name), port.peer_port),
-                            "direction": match port.direction { Direction::Up => "up", Direction::Down => "down" },
-                        })
-                    })
-                    .collect();
-                let view = json!({
-                    "name": switch.name,
-                    "role": switch.role,
-                    "asn": switch.asn,
-                    "loopback": switch.loopback,
-                    "rail": switch.rail,
-                    "su": switch.su,
-                    "ports": ports,
-                });
-                subjects.push(Subject {
-                    name: switch.name.clone(),
-                    host: controller_host.clone().unwrap_or_else(|| switch.name.clone()),
-                    server_host: None,
-                    nodes: Vec::new(),
-                    switch: Some(index),
-                    rail: None,
-                    context: merge_values(BTreeMap::from([("switch", to_value(&view))]), &base),
-                });
-            }
+            switches = (0..model.fabric.switches.len()).map(|index| switch_view(model, site, index)).collect();
+            (0..switches.len()).map(Key::Switch).collect()
         }
-        SpecScope::Cluster => subjects.push(Subject {
-            name: model.name.clone(),
-            host: controller_host.clone().unwrap_or_default(),
-            server_host: None,
-            nodes: selected.clone(),
-            switch: None,
-            rail: None,
-            context: base.clone(),
-        }),
-    }
-    let empty_reason = subjects.is_empty().then(|| match spec.scope {
+        SpecScope::Cluster => vec![Key::Cluster],
+    };
+    let empty_reason = keys.is_empty().then(|| match spec.scope {
         SpecScope::NodePair | SpecScope::Rail => format!(
             "needs at least two {} nodes, {} selected{}",
             describe_selection(spec.nodes),
@@ -289,7 +306,35 @@ pub fn expand_with(
             if filter.is_some() { " among --nodes" } else { "" }
         ),
     });
-    Ok(Expansion { subjects, selected, empty_reason })
+    Ok(Expansion { keys, selected, empty_reason, base, controller, switches })
+}
+
+/// A switch as templates see it, its fabric ports named with the inventory's prefixes.
+fn switch_view(model: &Model, site: &Site, index: usize) -> Value {
+    let switch = &model.fabric.switches[index];
+    let prefix = site.port_prefix(&switch.name);
+    let ports: Vec<serde_json::Value> = model
+        .fabric
+        .ports_of(index)
+        .map(|port| {
+            let peer = &model.fabric.switches[port.peer];
+            json!({
+                "name": ports::port_name(prefix, port.port),
+                "peer": peer.name,
+                "peer_port": ports::port_name(site.port_prefix(&peer.name), port.peer_port),
+                "direction": match port.direction { Direction::Up => "up", Direction::Down => "down" },
+            })
+        })
+        .collect();
+    to_value(&json!({
+        "name": switch.name,
+        "role": switch.role,
+        "asn": switch.asn,
+        "loopback": switch.loopback,
+        "rail": switch.rail,
+        "su": switch.su,
+        "ports": ports,
+    }))
 }
 
 fn describe_selection(selection: NodeSelection) -> &'static str {
@@ -303,8 +348,7 @@ fn describe_selection(selection: NodeSelection) -> &'static str {
 
 /// A pair subject: `first` runs the command (unless on the controller), `second` is
 /// the peer (and runs the server). `suffix` marks re-tests (` (second pass)`).
-#[must_use]
-pub fn pair_subject(
+fn pair_subject(
     views: &mut NodeViews<'_>,
     base: &Value,
     controller: Option<&str>,
@@ -350,16 +394,18 @@ pub fn pair_subject(
 /// Each node's view as templates see it ([`node_view`]), made once per node however
 /// many subjects name it: a rail validator names every node in two pairs per rail,
 /// and making each view again was most of a 4,096-node plan's health checks.
+/// Kept by node index in a hash table, so a planner that makes a few nodes' subjects
+/// at a time holds only their views.
 pub struct NodeViews<'m> {
     model: &'m Model,
-    views: Vec<Option<Value>>,
+    views: std::collections::HashMap<usize, Value, foldhash::fast::RandomState>,
 }
 
 impl<'m> NodeViews<'m> {
     /// No view made yet.
     #[must_use]
     pub fn new(model: &'m Model) -> Self {
-        Self { model, views: vec![None; model.nodes.len()] }
+        Self { model, views: std::collections::HashMap::default() }
     }
 
     /// The model whose nodes they are.
@@ -371,7 +417,7 @@ impl<'m> NodeViews<'m> {
     /// The view of node `index` (shared: a clone is a reference count).
     pub fn get(&mut self, index: usize) -> Value {
         let model = self.model;
-        self.views[index].get_or_insert_with(|| to_value(&node_view(model, &model.nodes[index]))).clone()
+        self.views.entry(index).or_insert_with(|| to_value(&node_view(model, &model.nodes[index]))).clone()
     }
 }
 
@@ -568,8 +614,8 @@ mod tests {
         ValidatorSpec::from_source(&crate::source::SourceFile::new("t.yaml", text)).expect("spec loads")
     }
 
-    fn names(expansion: &Expansion) -> Vec<String> {
-        expansion.subjects.iter().map(|subject| subject.name.clone()).collect()
+    fn names(expansion: &Expansion, model: &Model) -> Vec<String> {
+        expansion.subjects(model).into_iter().map(|subject| subject.name).collect()
     }
 
     #[test]
@@ -587,21 +633,21 @@ mod tests {
         let lab = model("blueprints/lab.yaml");
         let site = Site::everything(&lab);
         let nodes = expand(&spec("node", ""), &lab, &site, None, &BTreeMap::new()).expect("expands");
-        assert_eq!(names(&nodes), ["node01", "node02", "node03", "node04"]);
-        assert_eq!(nodes.subjects[0].host, "node01");
+        assert_eq!(names(&nodes, &lab), ["node01", "node02", "node03", "node04"]);
+        assert_eq!(nodes.subjects(&lab)[0].host, "node01");
         let all = expand(&spec("node", "nodes: all"), &lab, &site, None, &BTreeMap::new()).expect("expands");
-        assert_eq!(names(&all)[0], "head");
+        assert_eq!(names(&all, &lab)[0], "head");
         let ring = expand(&spec("node-pair", ""), &lab, &site, None, &BTreeMap::new()).expect("expands");
-        assert_eq!(names(&ring), ["node01+node02", "node02+node03", "node03+node04", "node04+node01"]);
-        assert_eq!(ring.subjects[3].server_host.as_deref(), Some("node01"));
+        assert_eq!(names(&ring, &lab), ["node01+node02", "node02+node03", "node03+node04", "node04+node01"]);
+        assert_eq!(ring.subjects(&lab)[3].server_host.as_deref(), Some("node01"));
         let disjoint =
             expand(&spec("node-pair", "pairing: disjoint\nruns_on: controller"), &lab, &site, None, &BTreeMap::new())
                 .expect("expands");
-        assert_eq!(names(&disjoint), ["node01+node02", "node03+node04"]);
-        assert_eq!(disjoint.subjects[0].host, "head", "srun from the controller");
+        assert_eq!(names(&disjoint, &lab), ["node01+node02", "node03+node04"]);
+        assert_eq!(disjoint.subjects(&lab)[0].host, "head", "srun from the controller");
         let filter: BTreeSet<String> = ["node02".to_owned()].into();
         let one = expand(&spec("node-pair", ""), &lab, &site, Some(&filter), &BTreeMap::new()).expect("expands");
-        assert!(one.subjects.is_empty());
+        assert!(one.is_empty());
         assert_eq!(one.empty_reason.as_deref(), Some("needs at least two compute nodes, 1 selected by --nodes"));
     }
 
@@ -609,12 +655,12 @@ mod tests {
     fn rail_subjects_carry_both_ends_of_the_rail() {
         let lab = model("blueprints/lab.yaml");
         let rails = expand(&spec("rail", ""), &lab, &Site::everything(&lab), None, &BTreeMap::new()).expect("expands");
-        assert_eq!(rails.subjects.len(), 8, "2 rails x 4 ring pairs");
-        assert_eq!(rails.subjects[0].name, "node01+node02/rail0");
-        assert_eq!(rails.subjects[4].name, "node01+node02/rail1");
+        assert_eq!(rails.len(), 8, "2 rails x 4 ring pairs");
+        assert_eq!(rails.subjects(&lab)[0].name, "node01+node02/rail0");
+        assert_eq!(rails.subjects(&lab)[4].name, "node01+node02/rail1");
         let script = crate::validate::expr::render_command(
             "ping -M do -s {{ rail.mtu - 28 }} -I {{ rail.netdev }} {{ rail.peer_address }}",
-            &rails.subjects[5].context,
+            &rails.subjects(&lab)[5].context,
         )
         .expect("renders");
         // node02 rail1 is 10.200.0.35 (the second host of leaf1's 10.200.0.32/27), node03 is .36.
@@ -622,7 +668,7 @@ mod tests {
         let superpod = model("blueprints/h100-superpod-1su.yaml");
         let rails = expand(&spec("rail", ""), &superpod, &Site::everything(&superpod), None, &BTreeMap::new())
             .expect("expands");
-        assert_eq!(rails.subjects.len(), 8 * 31, "8 rails x 31 ring pairs of DGX nodes");
+        assert_eq!(rails.len(), 8 * 31, "8 rails x 31 ring pairs of DGX nodes");
     }
 
     #[test]
@@ -631,10 +677,10 @@ mod tests {
         let mut site = Site::everything(&lab);
         site.port_prefixes.insert("spine0".to_owned(), "eth".to_owned());
         let switches = expand(&spec("switch", ""), &lab, &site, None, &BTreeMap::new()).expect("expands");
-        assert_eq!(names(&switches), ["leaf0", "leaf1", "spine0"]);
+        assert_eq!(names(&switches, &lab), ["leaf0", "leaf1", "spine0"]);
         let script = crate::validate::expr::render_command(
             "{% for p in switch.ports %}{{ p.name }}>{{ p.peer }}:{{ p.peer_port }} {% endfor %}",
-            &switches.subjects[2].context,
+            &switches.subjects(&lab)[2].context,
         )
         .expect("renders");
         assert_eq!(script, "eth1>leaf0:swp26 eth2>leaf1:swp26");
@@ -645,14 +691,34 @@ mod tests {
         let lab = model("blueprints/lab.yaml");
         let cluster =
             expand(&spec("cluster", ""), &lab, &Site::everything(&lab), None, &BTreeMap::new()).expect("expands");
-        assert_eq!(names(&cluster), ["lab"]);
-        assert_eq!(cluster.subjects[0].host, "head");
+        assert_eq!(names(&cluster, &lab), ["lab"]);
+        assert_eq!(cluster.subjects(&lab)[0].host, "head");
         let text = crate::validate::expr::render_text(
             "{{ hostlist }} {{ slurm.partitions | join(',') }} {{ slurm.qos | join(',') }} {{ node_gpus.node03 }}",
-            &cluster.subjects[0].context,
+            &cluster.subjects(&lab)[0].context,
         )
         .expect("renders");
         assert_eq!(text, "node[01-04] gpu borrow,team-a,team-b 4");
+    }
+
+    #[test]
+    fn where_a_subject_runs_is_known_without_making_it() {
+        let lab = model("blueprints/lab.yaml");
+        let site = Site::everything(&lab);
+        for (scope, extra) in [
+            ("node", ""),
+            ("node-pair", ""),
+            ("node-pair", "runs_on: controller"),
+            ("rail", ""),
+            ("switch", ""),
+            ("cluster", ""),
+        ] {
+            let expansion = expand(&spec(scope, extra), &lab, &site, None, &BTreeMap::new()).expect("expands");
+            let hosts: Vec<&str> = (0..expansion.len()).map(|at| expansion.host(at, &lab)).collect();
+            let made: Vec<String> = expansion.subjects(&lab).into_iter().map(|subject| subject.host).collect();
+            assert!(!made.is_empty(), "{scope} {extra}");
+            assert_eq!(hosts, made, "{scope} {extra}");
+        }
     }
 
     #[test]

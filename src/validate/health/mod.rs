@@ -218,7 +218,8 @@ pub fn plan(
     fake_gpus: &BTreeSet<String>,
 ) -> Result<Vec<NodeChecks>, Vec<String>> {
     let (planner, mut problems) = Planner::new(catalog, model, settings, fake_gpus)?;
-    let nodes = (0..planner.nodes.len()).map(|at| planner.node(at, &mut problems)).collect();
+    let mut views = crate::validate::subjects::NodeViews::new(model);
+    let nodes = (0..planner.nodes.len()).map(|at| planner.node(at, &mut views, &mut problems)).collect();
     problems.into_result().map(|()| nodes)
 }
 

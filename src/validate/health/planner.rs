@@ -17,7 +17,7 @@ use crate::validate::derived::{self, DeriveInput};
 use crate::validate::expr;
 use crate::validate::run::{self, Disposition, LimitSource, RunOptions};
 use crate::validate::spec::{Cadence, FAST_PROBE_TIMEOUT_SECONDS, HealthSpec, Severity, ValidatorSpec};
-use crate::validate::subjects::{Expansion, Site};
+use crate::validate::subjects::{Expansion, NodeViews, Site};
 
 /// The health checks of the compute nodes, planned once for all of them: each node's
 /// are made when asked for ([`Planner::node`]), so that a node's checks (a rendered
@@ -101,8 +101,8 @@ impl<'a> Planner<'a> {
                     continue;
                 }
             };
-            for (position, subject) in expansion.subjects.iter().enumerate() {
-                if let Some(&node) = slot.get(subject.host.as_str()) {
+            for position in 0..expansion.len() {
+                if let Some(&node) = slot.get(expansion.host(position, model)) {
                     nodes[node].1.push((at, position as u32));
                 }
             }
@@ -130,8 +130,9 @@ impl<'a> Planner<'a> {
         let made = crate::parallel::ordered(&runs, |run| {
             let mut problems = Problems::default();
             let mut made = Ok(Programs::default());
+            let mut views = NodeViews::new(self.model);
             for at in run.clone() {
-                let checks = self.node(at, &mut problems);
+                let checks = self.node(at, &mut views, &mut problems);
                 if let Ok(programs) = &mut made
                     && problems.0.is_empty()
                 {
@@ -159,13 +160,14 @@ impl<'a> Planner<'a> {
     }
 
     /// The checks of the node at `at` of [`Planner::nodes`], fast first; what stops a
-    /// check goes to `problems`.
-    pub(super) fn node(&self, at: usize, problems: &mut Problems) -> NodeChecks {
+    /// check goes to `problems`. The node views `views` has made are shared with the
+    /// nodes planned before it.
+    pub(super) fn node(&self, at: usize, views: &mut NodeViews<'_>, problems: &mut Problems) -> NodeChecks {
         let (node, subjects) = &self.nodes[at];
         let mut checks = Vec::with_capacity(subjects.len());
         for &(item_at, subject_at) in subjects {
             let item = &self.items[item_at as usize];
-            let subject = &item.expansion.subjects[subject_at as usize];
+            let subject = item.expansion.subject(subject_at as usize, views);
             let spec = item.spec;
             let nodes: Vec<&crate::model::Node> = subject.nodes.iter().map(|&index| &self.model.nodes[index]).collect();
             let input = DeriveInput {
