@@ -22,7 +22,7 @@ use petgraph::algo::kosaraju_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 
 use crate::diagnostic::{Diagnostic, Diagnostics};
-use crate::resource::Resource;
+use crate::resource::{Resource, ResourceId};
 
 /// Resources as a DAG; edges run from a dependency to its dependent.
 #[derive(Debug, Clone)]
@@ -151,6 +151,14 @@ pub fn resolve(resources: &[Resource]) -> Result<Edges, Diagnostics> {
             ),
         }
     }
+    // Most dependencies name a resource rendered just before their dependent, with a
+    // copy of its very id (half of them at 1,024 nodes within 4 resources): found by
+    // pointer among those, they cost no hash and no trip to a random slot of the index.
+    let near = |position: usize, dependency: &ResourceId| {
+        let start = position.saturating_sub(NEAR);
+        let before = resources[start..position].iter().rposition(|r| r.id.0.shares(&dependency.0));
+        before.map(|offset| (start + offset) as u32)
+    };
     // Every edge as (dependent, dependency), in the order the dependencies are declared:
     // ~400,000 lookups at 4,096 nodes, made on every core in runs of resources whose
     // edges join in order.
@@ -161,8 +169,13 @@ pub fn resolve(resources: &[Resource]) -> Result<Edges, Diagnostics> {
         for position in run.clone() {
             let resource = &resources[position];
             for dependency in &resource.depends_on {
-                match index.find(hash(dependency.as_str()), |at| id_at(at) == dependency.as_str()) {
-                    Some(&from) => edges.push((position as u32, from)),
+                let found = near(position, dependency).or_else(|| {
+                    let (text, id) = (&dependency.0, dependency.as_str());
+                    let named = |at: &u32| resources[*at as usize].id.0.shares(text) || id_at(at) == id;
+                    index.find(hash(id), named).copied()
+                });
+                match found {
+                    Some(from) => edges.push((position as u32, from)),
                     None => unknown.push(
                         Diagnostic::error(
                             "unknown-dependency",
@@ -188,6 +201,9 @@ pub fn resolve(resources: &[Resource]) -> Result<Edges, Diagnostics> {
 
 /// Resources whose dependencies one thread looks up at a time.
 const RESOLVE_RUN: usize = 16_384;
+
+/// How many resources before a dependent are searched, by pointer, for its dependencies.
+const NEAR: usize = 16;
 
 /// The graph of `resources` and their [`resolve`]d `edges`.
 ///
@@ -254,19 +270,37 @@ fn forget_dependency_ids(resources: &mut [Resource]) {
 /// Kahn's algorithm taking the lowest input index among ready resources, so the
 /// order is the render order wherever dependencies allow: plans read top-down the
 /// way templates were written. `None` when there is a cycle.
+///
+/// Most dependencies are rendered before their dependents, so the lowest ready index
+/// is mostly the next one in render order: a cursor walks the indexes, and only a
+/// resource made ready after the cursor passed it waits in a heap (whose entries are
+/// all below the cursor, so it goes first). A heap of every ready resource (a third
+/// of 1.85 million at 32,768 nodes) cost a logarithm and cache misses per resource.
 fn stable_order(dependencies: &Adjacency, dependents: &Adjacency) -> Option<Vec<u32>> {
     let count = dependencies.starts.len() - 1;
     let mut waiting: Vec<u32> = dependencies.starts.windows(2).map(|pair| pair[1] - pair[0]).collect();
-    let mut ready: BinaryHeap<Reverse<usize>> =
-        waiting.iter().enumerate().filter(|(_, count)| **count == 0).map(|(index, _)| Reverse(index)).collect();
+    let mut passed: BinaryHeap<Reverse<usize>> = BinaryHeap::new();
+    let mut cursor = 0;
     let mut order = Vec::with_capacity(count);
-    while let Some(Reverse(index)) = ready.pop() {
+    loop {
+        let index = if let Some(Reverse(index)) = passed.pop() {
+            index
+        } else {
+            while cursor < count && waiting[cursor] != 0 {
+                cursor += 1;
+            }
+            if cursor == count {
+                break;
+            }
+            cursor += 1;
+            cursor - 1
+        };
         order.push(index as u32);
         for next in dependents.of(index) {
             // A duplicate edge counts twice in `waiting` and is visited twice here.
             waiting[next] -= 1;
-            if waiting[next] == 0 {
-                ready.push(Reverse(next));
+            if waiting[next] == 0 && next < cursor {
+                passed.push(Reverse(next));
             }
         }
     }
@@ -336,6 +370,55 @@ mod tests {
     }
 
     #[test]
+    fn the_order_is_the_lowest_ready_index_first() {
+        // Kahn's algorithm with every ready resource in one heap: the order's definition.
+        fn lowest_ready_first(dependencies: &Adjacency, dependents: &Adjacency) -> Option<Vec<u32>> {
+            let mut waiting: Vec<u32> = dependencies.starts.windows(2).map(|pair| pair[1] - pair[0]).collect();
+            let mut ready: BinaryHeap<Reverse<usize>> =
+                waiting.iter().enumerate().filter(|(_, count)| **count == 0).map(|(index, _)| Reverse(index)).collect();
+            let mut order = Vec::new();
+            while let Some(Reverse(index)) = ready.pop() {
+                order.push(index as u32);
+                for next in dependents.of(index) {
+                    waiting[next] -= 1;
+                    if waiting[next] == 0 {
+                        ready.push(Reverse(next));
+                    }
+                }
+            }
+            (order.len() == waiting.len()).then_some(order)
+        }
+        // Random graphs: most edges to an earlier resource, some to a later one (a
+        // resource made ready after the cursor passed it), some duplicated, and some
+        // graphs with a cycle.
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move |bound: usize| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) as usize % bound
+        };
+        let mut cycles = 0;
+        for round in 0..300 {
+            let count = 2 + next(60);
+            let mut edges = Vec::new();
+            for from in 0..count {
+                for _ in 0..next(4) {
+                    let to = next(count);
+                    // A later dependency only now and then, so that most graphs are acyclic.
+                    if to < from || next(10) == 0 {
+                        edges.push((from as u32, to as u32));
+                    }
+                }
+            }
+            let dependencies = Adjacency::new(count, &edges);
+            let dependents = dependencies.reversed();
+            let expected = lowest_ready_first(&dependencies, &dependents);
+            cycles += usize::from(expected.is_none());
+            assert_eq!(stable_order(&dependencies, &dependents), expected, "round {round}: {edges:?}");
+        }
+        assert!((10..290).contains(&cycles), "{cycles} of 300 graphs with a cycle");
+    }
+
+    #[test]
     fn names_the_cycle() {
         let error = build(vec![
             package("a", "x", &["a:package:y"]),
@@ -379,6 +462,24 @@ mod tests {
             .collect();
         let Edges(edges) = resolve(&known).expect("resolves");
         let expected: Vec<(u32, u32)> = (RESOLVE_RUN..count).map(|i| (i as u32, (i - RESOLVE_RUN) as u32)).collect();
+        assert_eq!(edges, expected);
+    }
+
+    #[test]
+    fn a_dependency_is_found_whether_it_shares_its_id_or_copies_it_near_or_far() {
+        // Resource i depends on i-1 (near) and on 0 (far, past the pointer search),
+        // naming each by a clone of its id (shared) for even i and a copy for odd i.
+        let count = NEAR * 3;
+        let mut resources: Vec<Resource> = (0..count).map(|i| package("a", &format!("p{i}"), &[])).collect();
+        for i in 1..count {
+            let named = [i - 1, 0].map(|at| {
+                let id = &resources[at].id;
+                if i % 2 == 0 { id.clone() } else { ResourceId(id.as_str().into()) }
+            });
+            resources[i].depends_on.extend(named);
+        }
+        let Edges(edges) = resolve(&resources).expect("resolves");
+        let expected: Vec<(u32, u32)> = (1..count as u32).flat_map(|i| [(i, i - 1), (i, 0)]).collect();
         assert_eq!(edges, expected);
     }
 
