@@ -27,7 +27,7 @@ use crate::model::monitoring::{MonitoringModel, TEXTFILE_DIR};
 use crate::render::Renderer;
 use crate::render::common::{file, service};
 use crate::resource::{Content, OnChange, Resource, ResourceId, Target};
-use crate::topology::lldp::{self, LldpPlan, SwitchPlan};
+use crate::topology::lldp::{self, LldpPlan};
 
 /// The program.
 pub const PROGRAM: &str = "/usr/local/sbin/toolkit-cabling-check";
@@ -39,13 +39,6 @@ const SERVICE: &str = "/etc/systemd/system/toolkit-cabling-check.service";
 const TIMER: &str = "/etc/systemd/system/toolkit-cabling-check.timer";
 /// The program's text (not a minijinja template: Python's `%` formats would read as tags).
 pub const PROGRAM_TEXT: &str = include_str!("../../../templates/monitoring/toolkit-cabling-check.py");
-
-/// The plan file's text for one switch.
-#[must_use]
-pub fn plan(switch: &SwitchPlan) -> String {
-    // Plain data of strings and maps: serialization cannot fail.
-    serde_json::to_string_pretty(switch).unwrap_or_default() + "\n"
-}
 
 /// The timer, program, plan and unit on every FRR switch with planned cables.
 pub fn render(
@@ -83,7 +76,7 @@ pub fn render(
         let target = Target::switch(&switch.name);
         let program = file(&target, PROGRAM, program_text.clone(), 0o755);
         // Each switch's own (~16 KB): only its hash when the plan keeps no texts.
-        let plan = file(&target, PLAN, renderer.content(plan(&switch_plan)), 0o644);
+        let plan = file(&target, PLAN, renderer.json_content(&switch_plan), 0o644);
         let unit = file(&target, SERVICE, unit.clone(), 0o644);
         let timer = file(&target, TIMER, timer.clone(), 0o644);
         let watched = vec![program.id.clone(), plan.id.clone(), unit.id.clone(), timer.id.clone()];
@@ -149,8 +142,7 @@ mod tests {
 
     fn plan_of(switch: &str, grace: u64) -> serde_json::Value {
         let plans = lab_plan();
-        let mut value: serde_json::Value =
-            serde_json::from_str(&plan(&plans.switch_plans()[switch])).expect("plan is JSON");
+        let mut value = serde_json::to_value(&plans.switch_plans()[switch]).expect("plan is JSON");
         value["grace"] = grace.into();
         value
     }
@@ -312,7 +304,7 @@ mod tests {
         let Ok(output) = Command::new("python3")
             .args(["-c", script])
             .arg(&module)
-            .arg(plan(leaf0))
+            .arg(serde_json::to_string(leaf0).expect("plain data"))
             .arg(serde_json::Value::from(inputs).to_string())
             .output()
         else {

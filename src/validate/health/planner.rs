@@ -126,23 +126,30 @@ impl<'a> Planner<'a> {
         run: usize,
         problems: &mut Problems,
     ) -> Result<Programs, crate::render::RenderError> {
+        let timers = resources::Timers::new(self.settings, renderer)?;
         let runs = crate::parallel::runs(self.nodes.len(), run);
         let made = crate::parallel::ordered(&runs, |run| {
-            let mut problems = Problems::default();
-            let mut made = Ok(Programs::default());
-            let mut views = NodeViews::new(self.model);
-            for at in run.clone() {
-                let checks = self.node(at, &mut views, &mut problems);
-                if let Ok(programs) = &mut made
-                    && problems.0.is_empty()
-                {
-                    match resources::node(&checks, self.settings, renderer, &mut programs.resources) {
-                        Ok(program) => programs.by_node.push((checks.node, program)),
-                        Err(error) => made = Err(error),
+            // Each run's nodes share one copy of what they all want (the program's
+            // directory, the timers), as a render stage's resources do, rather than
+            // holding a copy per node until the plan shares them.
+            let (made, _) = crate::resource::SharedDesired::during(|| {
+                let mut problems = Problems::default();
+                let mut made = Ok(Programs::default());
+                let mut views = NodeViews::new(self.model);
+                for at in run.clone() {
+                    let checks = self.node(at, &mut views, &mut problems);
+                    if let Ok(programs) = &mut made
+                        && problems.0.is_empty()
+                    {
+                        match resources::node(&checks, self.settings, &timers, renderer, &mut programs.resources) {
+                            Ok(program) => programs.by_node.push((checks.node, program)),
+                            Err(error) => made = Err(error),
+                        }
                     }
                 }
-            }
-            (problems, made)
+                (problems, made)
+            });
+            made
         });
         let mut programs = Ok(Programs::default());
         for (run_problems, made) in made {

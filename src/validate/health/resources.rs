@@ -30,16 +30,44 @@ pub fn resources(
     renderer: &Renderer,
     out: &mut Vec<Resource>,
 ) -> Result<Vec<(String, ResourceId)>, RenderError> {
-    nodes.iter().map(|checks| Ok((checks.node.clone(), node(checks, settings, renderer, out)?))).collect()
+    let timers = Timers::new(settings, renderer)?;
+    nodes.iter().map(|checks| Ok((checks.node.clone(), node(checks, settings, &timers, renderer, out)?))).collect()
 }
 
-/// [`resources`] of one node: the id of its script.
+/// Each cadence's timer unit, the same text on every node: rendered once for all of
+/// them (at 32,768 nodes, 32,768 renders of one text, each copy kept).
+pub struct Timers {
+    fast: Content,
+    slow: Content,
+}
+
+impl Timers {
+    /// The timers of `settings`' intervals.
+    ///
+    /// # Errors
+    /// A template fails.
+    pub fn new(settings: &Settings, renderer: &Renderer) -> Result<Self, RenderError> {
+        let timer =
+            |cadence| Ok::<_, RenderError>(Content::new(timer(cadence, interval(settings, cadence), renderer)?));
+        Ok(Self { fast: timer(Cadence::Fast)?, slow: timer(Cadence::Slow)? })
+    }
+
+    fn of(&self, cadence: Cadence) -> &Content {
+        match cadence {
+            Cadence::Fast => &self.fast,
+            Cadence::Slow => &self.slow,
+        }
+    }
+}
+
+/// [`resources`] of one node, its timers from `timers`: the id of its script.
 ///
 /// # Errors
 /// A template fails.
 pub fn node(
     checks: &NodeChecks,
     settings: &Settings,
+    timers: &Timers,
     renderer: &Renderer,
     out: &mut Vec<Resource>,
 ) -> Result<ResourceId, RenderError> {
@@ -54,24 +82,49 @@ pub fn node(
     out.push(directory);
     let mut timed = Vec::new();
     if settings.control == NodeControl::Kubernetes && checks.has(Cadence::Fast) {
-        timed.push((Cadence::Fast, settings.fast_interval));
+        timed.push(Cadence::Fast);
     }
     if checks.has(Cadence::Slow) {
-        timed.push((Cadence::Slow, settings.slow_interval));
+        timed.push(Cadence::Slow);
     }
     let program_id = program.id.clone();
     out.push(program);
-    for (cadence, interval) in timed {
-        timer_units(&checks.node, cadence, interval, settings.control, &program_id, renderer, out)?;
+    for cadence in timed {
+        timer_units(&checks.node, cadence, timers.of(cadence), settings.control, &program_id, renderer, out)?;
     }
     Ok(program_id)
 }
 
-/// `toolkit-health-<cadence>.service` and `.timer` on `node`, the timer enabled.
+/// How often the timer of `cadence` runs, as the blueprint has it.
+fn interval(settings: &Settings, cadence: Cadence) -> std::time::Duration {
+    match cadence {
+        Cadence::Fast => settings.fast_interval,
+        Cadence::Slow => settings.slow_interval,
+    }
+}
+
+/// The timer of `cadence`, every `interval`.
+fn timer(cadence: Cadence, interval: std::time::Duration, renderer: &Renderer) -> Result<String, RenderError> {
+    // Slow: DCGM every hour or so, never more often than a minute; fast: as slurmd's
+    // HealthCheckInterval would run it.
+    let interval = match cadence {
+        Cadence::Slow => interval.as_secs().max(60),
+        Cadence::Fast => interval.as_secs().max(1),
+    };
+    renderer.render(
+        "health/toolkit-health.timer.j2",
+        minijinja::context! {
+            cadence => cadence.as_str(), interval => interval, first => interval.min(900), spread => interval / 10
+        },
+    )
+}
+
+/// `toolkit-health-<cadence>.service` and `.timer` (`timer`) on `node`, the timer
+/// enabled.
 fn timer_units(
     node: &str,
     cadence: Cadence,
-    interval: std::time::Duration,
+    timer: &Content,
     control: NodeControl,
     program: &ResourceId,
     renderer: &Renderer,
@@ -79,28 +132,19 @@ fn timer_units(
 ) -> Result<(), RenderError> {
     let target = &Target::node(node);
     let name = cadence.as_str();
-    // Slow: DCGM every hour or so, never more often than a minute; fast: as slurmd's
-    // HealthCheckInterval would run it.
-    let interval = match cadence {
-        Cadence::Slow => interval.as_secs().max(60),
-        Cadence::Fast => interval.as_secs().max(1),
-    };
     let after = match control {
         NodeControl::Slurm => "slurmd.service",
         NodeControl::Kubernetes => "kubelet.service",
     };
-    let unit = renderer.render(
+    // The node's own (it names the node): only its hash when the plan keeps no texts.
+    let unit = renderer.render_content(
         "health/toolkit-health.service.j2",
         minijinja::context! { node => node, program => PROGRAM, cadence => name, after => after },
     )?;
-    let timer = renderer.render(
-        "health/toolkit-health.timer.j2",
-        minijinja::context! { cadence => name, interval => interval, first => interval.min(900), spread => interval / 10 },
-    )?;
     let unit_path = format!("/etc/systemd/system/toolkit-health-{name}.service");
     let timer_path = format!("/etc/systemd/system/toolkit-health-{name}.timer");
-    let unit = file(target, &unit_path, Content::new(unit), 0o644).after([program.clone()]);
-    let timer = file(target, &timer_path, Content::new(timer), 0o644);
+    let unit = file(target, &unit_path, unit, 0o644).after([program.clone()]);
+    let timer = file(target, &timer_path, timer.clone(), 0o644);
     // `systemctl enable --now` takes the timer's full name.
     let running = service(
         target,

@@ -269,6 +269,36 @@ fn programs_made_in_runs_are_those_of_one_pass_over_the_nodes() {
 }
 
 #[test]
+fn every_node_shares_one_timer_and_a_plan_without_texts_keeps_its_units_hashes_only() {
+    let model = lab_model();
+    let settings = lab_settings();
+    let catalog = Catalog::builtin().unwrap_or_else(|problems| panic!("{}", problems.render()));
+    let real = BTreeSet::new();
+    let (planner, mut problems) = Planner::new(&catalog, &model, &settings, &real).expect("plans");
+    let with = planner.programs(&Renderer::embedded().expect("templates"), 64, &mut problems).expect("renders");
+    let hashed = Renderer::embedded().expect("templates").without_texts();
+    let without = planner.programs(&hashed, 64, &mut problems).expect("renders");
+    assert!(problems.into_result().is_ok());
+    let fingerprints = |programs: &Programs| -> Vec<(String, String)> {
+        programs.resources.iter().map(|r| (r.id.as_str().to_owned(), r.desired.fingerprint())).collect()
+    };
+    assert_eq!(fingerprints(&without), fingerprints(&with));
+    let files = |programs: &Programs, suffix: &str| -> Vec<std::sync::Arc<crate::resource::Desired>> {
+        let ids = programs.resources.iter().filter(|r| r.id.as_str().ends_with(suffix));
+        ids.map(|r| r.desired.clone()).collect()
+    };
+    let timers = files(&with, ":file:/etc/systemd/system/toolkit-health-slow.timer");
+    assert!(timers.len() > 1, "{} timers", timers.len());
+    assert!(timers.iter().all(|timer| std::sync::Arc::ptr_eq(timer, &timers[0])));
+    let units = files(&without, ":file:/etc/systemd/system/toolkit-health-slow.service");
+    assert_eq!(units.len(), timers.len());
+    for unit in units {
+        let crate::resource::Desired::File { content, .. } = &*unit else { panic!("a file") };
+        assert!(!content.has_text());
+    }
+}
+
+#[test]
 fn problems_found_node_by_node_are_reported_validator_by_validator() {
     let mut problems = Problems::default();
     // Node 1 then node 2, each with checks of validators 0 and 2; validator 1 failed whole.
