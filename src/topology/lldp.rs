@@ -256,7 +256,7 @@ impl LldpPlan {
     /// neighbour of each of its ports, and the names and MACs of those neighbours only
     /// (a switch's share of the plan grows with its ports, not with the cluster).
     #[must_use]
-    pub fn switch_plans(&self) -> BTreeMap<&str, SwitchPlan> {
+    pub fn switch_plans(&self) -> BTreeMap<&str, SwitchPlan<'_>> {
         let shares = self.shares();
         shares.switches().into_iter().filter_map(|switch| Some((switch, shares.get(switch)?))).collect()
     }
@@ -299,10 +299,10 @@ impl<'a> Shares<'a> {
 
     /// The share of `switch`; `None` for a switch without planned cables.
     #[must_use]
-    pub fn get(&self, switch: &str) -> Option<SwitchPlan> {
-        let views = self.views_of.get(switch)?;
+    pub fn get(&self, switch: &str) -> Option<SwitchPlan<'a>> {
+        let (&switch, views) = self.views_of.get_key_value(switch)?;
         let mut plan = SwitchPlan {
-            switch: switch.to_owned(),
+            switch,
             bridge: None,
             grace: LLDP_GRACE_SECONDS,
             ports: Vec::with_capacity(views.len()),
@@ -311,7 +311,7 @@ impl<'a> Shares<'a> {
         };
         let mut seen: HashSet<&str, foldhash::fast::RandomState> = HashSet::default();
         for view in views {
-            plan.ports.push(PlannedPort { port: view.local.port.clone(), expected: view.remote.clone() });
+            plan.ports.push(PlannedPort { port: &view.local.port, expected: &view.remote });
             let device = view.remote.device.as_str();
             // A device's names and MACs once, however many cables reach it.
             if !seen.insert(device) {
@@ -321,10 +321,10 @@ impl<'a> Shares<'a> {
                 plan.bridge = Some(HOST_INTERFACE);
             }
             if let Some(ports) = self.plan.ports.get(device) {
-                plan.devices.insert(device.to_owned(), ports.clone());
+                plan.devices.insert(device, ports);
             }
-            for (mac, end) in self.macs_of.get(device).map(Vec::as_slice).unwrap_or_default() {
-                plan.macs.insert((*mac).clone(), (*end).clone());
+            for &(mac, end) in self.macs_of.get(device).map(Vec::as_slice).unwrap_or_default() {
+                plan.macs.insert(mac, end);
             }
         }
         Some(plan)
@@ -337,31 +337,33 @@ impl<'a> Shares<'a> {
 /// final names) or a cable just moved is a warning, not a failure.
 pub const LLDP_GRACE_SECONDS: u64 = 60;
 
-/// One switch's share of the [`LldpPlan`], as its cabling check reads it (JSON).
+/// One switch's share of the [`LldpPlan`], as its cabling check reads it (JSON):
+/// borrowed from the plan, as it lives only to be written (at 32,768 nodes ~4,600
+/// shares, each of its ports, ends and neighbours' names otherwise copied and freed).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SwitchPlan {
+pub struct SwitchPlan<'a> {
     /// The switch.
-    pub switch: String,
+    pub switch: &'a str,
     /// On a leaf, the interface that stands for every node port when they are
     /// bridged ([`HOST_INTERFACE`]); none on a switch without node cables.
     pub bridge: Option<&'static str>,
     /// [`LLDP_GRACE_SECONDS`].
     pub grace: u64,
     /// Its planned ports, in plan order.
-    pub ports: Vec<PlannedPort>,
+    pub ports: Vec<PlannedPort<'a>>,
     /// Port names of the devices planned at the other ends.
-    pub devices: BTreeMap<String, Ports>,
+    pub devices: BTreeMap<&'a str, &'a Ports>,
     /// Their rail MACs (lowercase).
-    pub macs: BTreeMap<String, End>,
+    pub macs: BTreeMap<&'a str, &'a End>,
 }
 
 /// A switch port and the neighbour the plan puts at its other end.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PlannedPort {
+pub struct PlannedPort<'a> {
     /// The switch's interface (`swp3`).
-    pub port: String,
+    pub port: &'a str,
     /// The device and port at the other end.
-    pub expected: End,
+    pub expected: &'a End,
 }
 
 #[cfg(test)]
@@ -399,7 +401,10 @@ mod tests {
             ports,
             ["swp1 node01 rail0", "swp2 node02 rail0", "swp3 node03 rail0", "swp4 node04 rail0", "swp26 spine0 swp1"]
         );
-        assert_eq!(leaf0.devices.keys().collect::<Vec<_>>(), ["node01", "node02", "node03", "node04", "spine0"]);
+        assert_eq!(
+            leaf0.devices.keys().copied().collect::<Vec<_>>(),
+            ["node01", "node02", "node03", "node04", "spine0"]
+        );
         assert_eq!(leaf0.macs.len(), 1);
         // leaf1 serves rail 1: node01's rail-0 MAC is not its business.
         // leaf1 knows node01's rail-0 MAC too: that cable on leaf1 is named as such.

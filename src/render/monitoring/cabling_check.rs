@@ -312,11 +312,11 @@ mod tests {
         };
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         let named: Vec<(String, String)> = serde_json::from_slice(&output.stdout).expect("JSON");
-        let expected: Vec<&End> = leaf0.ports.iter().map(|port| &port.expected).collect();
+        let expected: Vec<&End> = leaf0.ports.iter().map(|port| port.expected).collect();
         for (neighbor, (device, port)) in neighbors.iter().zip(named) {
             let by_validator = lldp_plan.remote_end(neighbor);
             let by_program = End::new(&device, &port);
-            if leaf0.devices.contains_key(&by_validator.device) || by_validator == by_program {
+            if leaf0.devices.contains_key(by_validator.device.as_str()) || by_validator == by_program {
                 assert_eq!(by_program, by_validator, "{neighbor:?}");
             } else {
                 // A device this switch has no cable to is named by its full system
