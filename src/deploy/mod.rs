@@ -15,6 +15,7 @@ pub mod kube;
 pub mod kubeadm;
 pub mod lock;
 pub mod observe;
+pub mod provision;
 pub mod ops;
 pub mod reboot;
 pub mod rollout;

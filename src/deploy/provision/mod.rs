@@ -1,0 +1,19 @@
+//! Bare metal: from a blank server behind a BMC to a node deploy can configure.
+//!
+//! Stage: inspect + provision (driven by `deploy`, before the API and SSH stages).
+//! Input: the expanded model (node groups, the blueprint's `os` section), the
+//! inventory's BMCs and provisioning network. Output: per node, hardware checked
+//! against the blueprint, an OS written to the chosen disk and booted, SSH reachable
+//! with the host key toolkit generated — or the step it stopped at.
+//!
+//! - [`verify`]: the BMC's inventory against the blueprint (pure).
+//! - [`image`]: the OS image, built from Debian packages, cached by content hash.
+//! - [`agent`]: the RAM-disk deploy agent that writes the image to the chosen disk.
+//! - [`overlay`]: the per-node files laid over the image (hostname, network, keys).
+//! - [`dhcp`]: dnsmasq as DHCP/proxy-DHCP + TFTP for network boot, and its log.
+
+pub mod agent;
+pub mod dhcp;
+pub mod image;
+pub mod overlay;
+pub mod verify;
