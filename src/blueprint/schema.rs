@@ -11,7 +11,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 mod monitoring;
+mod os;
 pub use monitoring::{EmailReceiver, HealthChecks, Monitoring, OnFailure, Receiver, WebhookReceiver};
+pub use os::{BootMode, Distribution, Os, OsBoot, OsDisk};
 
 /// A GPU cluster as designed: what it is, never where it is (that is the inventory).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
@@ -48,6 +50,10 @@ pub struct Blueprint {
     /// stack, DCGM, containers); a node group may replace it with its own.
     #[serde(default)]
     pub software: Option<Software>,
+    /// The OS toolkit installs on blank bare-metal nodes (those with a BMC in the
+    /// inventory and a `provisioning` network); a node group may replace it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<Os>,
     /// Where the nodes' package manager gets packages: a cache on one node that fetches
     /// each package once for the whole cluster, or the site's own proxy.
     #[serde(default)]
@@ -301,6 +307,9 @@ pub struct NodeGroup {
     /// This group's software stack, replacing the top-level `software` as a whole.
     #[serde(default)]
     pub software: Option<Software>,
+    /// This group's OS, replacing the top-level `os` as a whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<Os>,
     /// Kernel module parameters, by module (`nvidia: "NVreg_EnableGpuFirmware=0"`):
     /// written to `/etc/modprobe.d/`, read only when the module loads, so a change
     /// reboots the node (through the rolling rollout on a running cluster).

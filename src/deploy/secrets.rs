@@ -72,6 +72,7 @@ mod tests {
             cloud: None,
             kubernetes: None,
             ssh: None,
+            provisioning: None,
         };
         let first = ensure(&inventory, dir.path()).expect("generates");
         assert_eq!(first.0.len(), 1);

@@ -48,6 +48,80 @@ pub struct Inventory {
     /// How toolkit's SSH connections behave across runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh: Option<SshSettings>,
+    /// The network blank bare-metal nodes boot their OS install from: toolkit runs
+    /// DHCP/TFTP/HTTP there while it installs (the blueprint's `os` says what).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioning: Option<Provisioning>,
+}
+
+/// Where blank nodes network-boot toolkit's installer: an interface of the machine
+/// running toolkit on the nodes' management network (as an Ironic conductor or a
+/// MAAS rack controller is), served only while nodes install.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Provisioning {
+    /// The interface DHCP and TFTP listen on (`br-prov`, `eno2`).
+    pub interface: String,
+    /// This machine's IPv4 address on that interface: the TFTP and HTTP server the
+    /// nodes boot from.
+    pub address: std::net::Ipv4Addr,
+    /// The management subnet of the nodes (`10.0.0.0/24`): each installed node gets
+    /// its inventory `address` with this prefix.
+    #[schemars(with = "String")]
+    pub subnet: ipnet::Ipv4Net,
+    /// The default gateway of the installed nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<std::net::Ipv4Addr>,
+    /// DNS servers of the installed nodes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dns: Vec<std::net::Ipv4Addr>,
+    /// TCP port of the HTTP server (default 8069).
+    #[serde(default = "default_provisioning_port")]
+    pub port: u16,
+    /// `dhcp`: toolkit's DHCP answers the nodes it installs, and only them (by MAC);
+    /// `proxy`: the site's DHCP gives addresses and toolkit only adds the boot
+    /// information (proxy-DHCP), and the installed nodes keep using DHCP.
+    #[serde(default)]
+    pub dhcp: DhcpMode,
+    /// Directory of the SSH host keys toolkit generates for the nodes it installs
+    /// (private keys, 0600; default `.toolkit/host-keys` next to the inventory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_keys: Option<PathBuf>,
+    /// The public key installed for the SSH user (default: `defaults.identity_file` + `.pub`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorized_key: Option<PathBuf>,
+    /// Where images are built and kept (default `$XDG_CACHE_HOME/toolkit/os`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<PathBuf>,
+    /// Seconds a node may take from power-on to its first DHCP request (default 180).
+    #[serde(default = "default_dhcp_timeout")]
+    pub dhcp_timeout: u64,
+    /// Seconds a node may take for the whole install, power-on to SSH (default 1800).
+    #[serde(default = "default_install_timeout")]
+    pub install_timeout: u64,
+}
+
+const fn default_provisioning_port() -> u16 {
+    8069
+}
+
+const fn default_dhcp_timeout() -> u64 {
+    180
+}
+
+const fn default_install_timeout() -> u64 {
+    1800
+}
+
+/// Who gives installing nodes their addresses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DhcpMode {
+    /// toolkit's DHCP, answering only the MACs of the nodes it installs.
+    #[default]
+    Dhcp,
+    /// The site's DHCP; toolkit answers as proxy-DHCP with the boot file only.
+    Proxy,
 }
 
 /// SSH settings of the controller (not of a host).

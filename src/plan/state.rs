@@ -8,6 +8,7 @@
 
 mod contents;
 mod file;
+pub mod provisioning;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write as _;
@@ -119,6 +120,8 @@ pub struct State {
     pub contents: Contents,
     /// A rolling change not finished yet: the next deploy carries it on.
     pub rollout: Option<RolloutState>,
+    /// Bare-metal nodes by name: where each is on its way from the rack.
+    pub provisioning: BTreeMap<String, provisioning::NodeProvisioning>,
 }
 
 /// A rolling change in progress, kept where the next deploy finds it (as the GPU

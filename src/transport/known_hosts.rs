@@ -149,18 +149,54 @@ pub fn fingerprint(key: &PublicKey) -> String {
 /// # Errors
 /// [`TransportError::KnownHosts`] when the file cannot be read or replaced.
 pub fn append(path: &Path, name: &str, key: &PublicKey) -> Result<(), TransportError> {
-    let io_error = |source| TransportError::KnownHosts { path: path.to_owned(), source };
     let line = format!("{name} {}\n", openssh_key_text(key)?);
+    rewrite(path, |mut content| {
+        if content.last().is_some_and(|&last| last != b'\n') {
+            content.push(b'\n');
+        }
+        content.extend_from_slice(line.as_bytes());
+        content
+    })
+}
+
+/// Makes `key` the only key recorded for `names` (toolkit generated it for a host it
+/// installs, so whatever was recorded before belongs to an earlier OS): lines whose
+/// patterns match one of the names are dropped, `names[0] key` is appended. Hashed
+/// and `@revoked` lines stay. Atomic, as [`append`].
+///
+/// # Errors
+/// [`TransportError::KnownHosts`] when the file cannot be read or replaced.
+pub fn pin(path: &Path, names: &[String], key: &PublicKey) -> Result<(), TransportError> {
+    let Some(first) = names.first() else { return Ok(()) };
+    let line = format!("{first} {}\n", openssh_key_text(key)?);
+    rewrite(path, |content| {
+        let text = String::from_utf8_lossy(&content);
+        let mut kept = String::with_capacity(text.len() + line.len());
+        for existing in text.lines() {
+            let patterns = existing.split_ascii_whitespace().next().unwrap_or("");
+            let plain = !patterns.starts_with(['#', '@']) && !patterns.contains("|1|");
+            if plain && names.iter().any(|name| patterns_match(patterns, name)) {
+                continue;
+            }
+            kept.push_str(existing);
+            kept.push('\n');
+        }
+        kept.push_str(&line);
+        kept.into_bytes()
+    })
+}
+
+/// Replaces the file at `path` with `change(old content)`: written to a temporary
+/// file beside it, flushed and renamed, so a crash never leaves a truncated file.
+fn rewrite(path: &Path, change: impl FnOnce(Vec<u8>) -> Vec<u8>) -> Result<(), TransportError> {
+    let io_error = |source| TransportError::KnownHosts { path: path.to_owned(), source };
     let _guard = APPEND_LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let mut content = match fs::read(path) {
+    let content = match fs::read(path) {
         Ok(content) => content,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(error) => return Err(io_error(error)),
     };
-    if content.last().is_some_and(|&last| last != b'\n') {
-        content.push(b'\n');
-    }
-    content.extend_from_slice(line.as_bytes());
+    let content = change(content);
     let directory = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
         _ => PathBuf::from("."),
@@ -322,6 +358,26 @@ mod tests {
         assert_eq!(file.check(&names(&["[10.0.0.9]:2200"]), &key(KEY_B)), HostKeyStatus::Known);
         // No temporary file is left behind.
         assert_eq!(fs::read_dir(directory.path()).expect("list").count(), 1);
+    }
+
+    #[test]
+    fn pin_replaces_the_keys_of_the_names_and_keeps_other_lines() {
+        let directory = tempfile::tempdir().expect("tempdir");
+        let path = directory.path().join("known_hosts");
+        let hashed = "|1|c2FsdHNhbHRzYWx0c2FsdA==|aGFzaGhhc2hoYXNoaGFzaGg=";
+        fs::write(
+            &path,
+            format!("# keep\nnode01,10.0.0.1 {KEY_A}\nother {KEY_A}\n{hashed} {KEY_A}\n@revoked * {KEY_A}\n"),
+        )
+        .expect("write");
+        pin(&path, &names(&["10.0.0.1", "node01"]), &key(KEY_B)).expect("pin");
+        let text = fs::read_to_string(&path).expect("read");
+        assert_eq!(text, format!("# keep\nother {KEY_A}\n{hashed} {KEY_A}\n@revoked * {KEY_A}\n10.0.0.1 {KEY_B}\n"));
+        let file = KnownHosts::load(&path).expect("load");
+        assert_eq!(file.check(&names(&["10.0.0.1"]), &key(KEY_B)), HostKeyStatus::Known);
+        // Pinning again changes nothing.
+        pin(&path, &names(&["10.0.0.1", "node01"]), &key(KEY_B)).expect("pin");
+        assert_eq!(fs::read_to_string(&path).expect("read"), text);
     }
 
     #[test]

@@ -20,6 +20,7 @@ mod monitoring;
 mod names;
 mod network;
 mod nodes;
+mod os;
 mod packages;
 mod scheduler;
 mod software;
@@ -63,12 +64,14 @@ pub fn check(loaded: &LoadedBlueprint, inventory: Option<&LoadedInventory>) -> D
     acceptance::check(loaded, &mut out);
     hardware::check(loaded, &mut out);
     software::check(loaded, &mut out);
+    os::check(loaded, &mut out);
     packages::check(loaded, &facts, &mut out);
     monitoring::check(loaded, &facts, &mut out);
     if let Some(inventory) = inventory {
         cloud::check(loaded, inventory, facts.hostnames.as_deref(), &mut out);
         monitoring::secrets(loaded, inventory, &mut out);
         kubeadm::inventory(loaded, inventory, &mut out);
+        os::inventory(loaded, inventory, &mut out);
         monitoring::bmc_addresses(loaded, inventory, &mut out);
         let blueprint_is_valid = !out.has_errors();
         inventory::check(loaded, inventory, &facts, blueprint_is_valid, &mut out);

@@ -1785,3 +1785,86 @@ fn a_bmc_read_over_ipmi_needs_an_address() {
     assert!(found.message.contains("`bmc02`"), "{}", found.render());
     assert_eq!(diagnostics.0.len(), 1, "node01's endpoint has a host: {}", diagnostics.render());
 }
+
+/// The RoCE base with an `os` section that passes every check.
+fn with_os() -> String {
+    format!(
+        "{ROCE}os:\n  distribution: debian\n  suite: bookworm\n  packages: [slurmd, munge]\n  \
+         disk: {{ path: /dev/disk/by-path/pci-0000:00:04.0, min_gib: 4 }}\n"
+    )
+}
+
+#[test]
+fn a_declared_os_is_clean() {
+    let diagnostics = lint(&with_os());
+    assert!(diagnostics.is_empty(), "{}", diagnostics.render());
+}
+
+finds!(
+    os_suite_must_be_known_with_a_suggestion,
+    &with_os(),
+    [("suite: bookworm", "suite: bookwork")],
+    "unknown-os-suite",
+    "suite: bookwork",
+    Error
+);
+finds!(
+    os_suite_must_belong_to_the_distribution,
+    &with_os(),
+    [("suite: bookworm", "suite: noble")],
+    "unknown-os-suite",
+    "suite: noble",
+    Error
+);
+finds!(
+    os_disk_needs_a_hint,
+    &with_os(),
+    [("disk: { path: /dev/disk/by-path/pci-0000:00:04.0, min_gib: 4 }", "disk: {}")],
+    "os-disk-without-hint",
+    "disk: {}",
+    Error
+);
+finds!(
+    os_disk_path_must_be_stable,
+    &with_os(),
+    [("/dev/disk/by-path/pci-0000:00:04.0", "/dev/sda")],
+    "os-disk-unstable-path",
+    "disk: { path: /dev/sda, min_gib: 4 }",
+    Error
+);
+finds!(
+    os_disk_size_range_must_be_ordered,
+    &with_os(),
+    [("min_gib: 4 }", "min_gib: 40, max_gib: 20 }")],
+    "os-disk-size-range",
+    "disk: {",
+    Error
+);
+finds!(
+    os_packages_must_be_package_names,
+    &with_os(),
+    [("[slurmd, munge]", "[slurmd, \"munge; rm -rf /\"]")],
+    "invalid-package-name",
+    "packages: [slurmd",
+    Error
+);
+finds!(
+    os_timezone_must_be_a_zone_name,
+    &with_os(),
+    [("  packages:", "  timezone: ../../etc/shadow\n  packages:")],
+    "invalid-timezone",
+    "timezone: ../../etc/shadow",
+    Error
+);
+
+#[test]
+fn provisioning_addresses_must_be_on_its_subnet() {
+    let inventory = format!(
+        "{INVENTORY}bmcs:\n  node01: {{ endpoint: \"https://10.11.0.11\", username: {{env: U}}, password: {{env: P}} }}\n  \
+         node02: {{ endpoint: \"https://10.11.0.12\", username: {{env: U}}, password: {{env: P}} }}\n\
+         provisioning:\n  interface: br0\n  address: 10.20.0.1\n  subnet: 10.10.0.0/24\n"
+    );
+    finds_in_inventory(&inventory, "provisioning-address-outside-subnet", "address: 10.20.0.1", Severity::Error);
+    let moved = edit(&inventory, &[("node02: { address: 10.10.0.12 }", "node02: { address: 10.99.0.12 }")]);
+    finds_in_inventory(&moved, "host-outside-provisioning-subnet", "node02: { address: 10.99.0.12 }", Severity::Error);
+}

@@ -14,6 +14,8 @@
 
 pub mod agent;
 pub mod dhcp;
+pub mod host_keys;
 pub mod image;
 pub mod overlay;
+pub mod progress;
 pub mod verify;

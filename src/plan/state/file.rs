@@ -25,6 +25,7 @@ use serde::ser::SerializeSeq as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::contents::Contents;
+use super::provisioning::NodeProvisioning;
 use super::{Recorded, Records, RolloutState, STATE_FORMAT_VERSION, State, StateError};
 use crate::plan::undo::Undo;
 use crate::text::{Interner, Text};
@@ -55,6 +56,7 @@ pub(super) fn write(state: &State, out: &mut impl std::io::Write) -> std::io::Re
         cluster: &state.cluster,
         serial: state.serial,
         rollout: state.rollout.as_ref(),
+        provisioning: &state.provisioning,
         fingerprints,
         resources: RecordsOut { records: &records, index: &index },
     };
@@ -123,6 +125,8 @@ struct HeadOut<'a> {
     serial: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     rollout: Option<&'a RolloutState>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    provisioning: &'a BTreeMap<String, NodeProvisioning>,
     fingerprints: Vec<&'a str>,
     resources: RecordsOut<'a>,
 }
@@ -135,6 +139,8 @@ struct HeadIn {
     serial: u64,
     #[serde(default)]
     rollout: Option<RolloutState>,
+    #[serde(default)]
+    provisioning: BTreeMap<String, NodeProvisioning>,
     fingerprints: Vec<String>,
     /// In the file's order: no map is built here, only the state's.
     #[serde(deserialize_with = "records_in")]
@@ -311,6 +317,7 @@ fn from_head(path: &Path, head: HeadIn, contents: Contents) -> Result<State, Sta
         resources,
         contents,
         rollout: head.rollout,
+        provisioning: head.provisioning,
     })
 }
 
@@ -363,5 +370,6 @@ fn migrate(old: V1) -> State {
         resources,
         contents: old.contents.into_iter().collect(),
         rollout: old.rollout,
+        provisioning: BTreeMap::new(),
     }
 }
