@@ -139,11 +139,11 @@ impl Expansion {
     /// Subject `at`, with the node views `views` has made.
     pub fn subject(&self, at: usize, views: &mut NodeViews<'_>) -> Subject {
         let model = views.model;
-        let host = |name: &str| self.controller.clone().unwrap_or_else(|| name.to_owned());
+        let host = || self.host(at, model).to_owned();
         match self.keys[at] {
             Key::Node(index) => Subject {
                 name: model.nodes[index].name.clone(),
-                host: host(&model.nodes[index].name),
+                host: host(),
                 server_host: None,
                 nodes: vec![index],
                 switch: None,
@@ -153,7 +153,7 @@ impl Expansion {
             Key::Pair { first, second, rail } => self.pair(views, first, second, rail, ""),
             Key::Switch(index) => Subject {
                 name: model.fabric.switches[index].name.clone(),
-                host: host(&model.fabric.switches[index].name),
+                host: host(),
                 server_host: None,
                 nodes: Vec::new(),
                 switch: Some(index),
@@ -162,7 +162,7 @@ impl Expansion {
             },
             Key::Cluster => Subject {
                 name: model.name.clone(),
-                host: self.controller.clone().unwrap_or_default(),
+                host: host(),
                 server_host: None,
                 nodes: self.selected.clone(),
                 switch: None,
