@@ -5,7 +5,7 @@
 //! | stage    | module                         | input → output                                   |
 //! |----------|--------------------------------|--------------------------------------------------|
 //! | load     | [`blueprint::load`], [`inventory`] | YAML file → [`blueprint::LoadedBlueprint`] with key positions |
-//! | check    | [`blueprint::check`]           | blueprint (+ inventory) → [`diagnostic::Diagnostics`] |
+//! | check    | [`model::check`]               | blueprint (+ inventory) → [`diagnostic::Diagnostics`] |
 //! | expand   | [`model`], [`topology`]        | blueprint → [`model::Model`] (nodes, rails, switches, cables, IPs, ASNs) |
 //! | render   | [`render`]                     | model + `templates/` → `Vec<`[`resource::Resource`]`>` |
 //! | graph    | [`graph`]                      | resources → DAG; cycles and unknown ids are diagnostics |
@@ -27,6 +27,7 @@ pub mod deploy;
 pub mod diagnostic;
 pub mod facts;
 pub mod graph;
+pub mod http;
 pub mod inventory;
 pub mod kube;
 pub mod lab;

@@ -20,27 +20,12 @@ use serde_json::{Value, json};
 
 use super::error::BmcError;
 use super::session::{Auth, Credentials, Sensitive, token_header};
+pub use crate::http::RetryPolicy;
+use crate::http::{self, Attempts};
 use crate::inventory::Inventory;
 use crate::inventory::secrets;
 // The value types of desired API objects live in the core; the client takes and returns them.
 pub use crate::resource::api::{BootTarget, PowerState};
-
-/// How often and how patiently a request is retried.
-#[derive(Debug, Clone, Copy)]
-pub struct RetryPolicy {
-    /// Attempts in total, the first included (at least 1).
-    pub attempts: u32,
-    /// Wait before the second attempt; doubled each time.
-    pub initial_backoff: Duration,
-    /// Longest wait between attempts (also caps `Retry-After`).
-    pub max_backoff: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self { attempts: 4, initial_backoff: Duration::from_millis(250), max_backoff: Duration::from_secs(4) }
-    }
-}
 
 /// Everything needed to talk to one BMC.
 #[derive(Debug, Clone)]
@@ -282,16 +267,6 @@ pub struct Redfish {
     service_root: Value,
 }
 
-/// Installs ring as rustls' crypto provider once per process (reqwest is built
-/// without a provider of its own so that no C toolchain beyond `cc` is needed);
-/// another one already installed is kept.
-pub(crate) fn ensure_crypto_provider() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // A concurrent install may win the race; either provider is fine.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-}
-
 /// Builds the HTTP client for one endpoint with its TLS trust: the inventory's CA
 /// file alone when given, the system roots otherwise, nothing at all only when the
 /// endpoint is marked `insecure`.
@@ -301,19 +276,11 @@ pub(crate) fn http_client(
     insecure: bool,
     timeout: Duration,
 ) -> Result<reqwest::Client, BmcError> {
-    ensure_crypto_provider();
-    let mut builder = reqwest::Client::builder()
-        .timeout(timeout)
-        .connect_timeout(timeout.min(Duration::from_secs(10)))
-        .user_agent(concat!("toolkit/", env!("CARGO_PKG_VERSION")));
+    let mut builder = http::client_builder(timeout);
     if let Some(path) = ca_file {
         let ca_error = |reason: String| BmcError::CaFile { host: host.to_owned(), path: path.to_path_buf(), reason };
         let pem = std::fs::read(path).map_err(|error| ca_error(error.to_string()))?;
-        let certificates = reqwest::Certificate::from_pem_bundle(&pem).map_err(|error| ca_error(error.to_string()))?;
-        if certificates.is_empty() {
-            return Err(ca_error("no PEM certificate in it".to_owned()));
-        }
-        builder = builder.tls_certs_only(certificates);
+        builder = http::trust_only(builder, &pem).map_err(ca_error)?;
     }
     if insecure {
         tracing::warn!(host, "TLS certificate of the BMC is not verified (`insecure: true` in the inventory)");
@@ -532,13 +499,11 @@ impl Redfish {
         authenticated: bool,
         if_match: Option<&HeaderValue>,
     ) -> Result<Reply, BmcError> {
-        let policy = self.config.retry;
         let idempotent = method != Method::POST;
-        let mut backoff = policy.initial_backoff;
-        let mut attempt = 0;
+        let mut attempts = Attempts::new(self.config.retry);
         loop {
-            attempt += 1;
-            let last = attempt >= policy.attempts.max(1);
+            let attempt = attempts.start();
+            let last = attempts.is_last();
             let mut request = self.http.request(method.clone(), url).header("Accept", "application/json");
             if authenticated {
                 request = self.auth.apply(request, &self.config.credentials);
@@ -556,8 +521,7 @@ impl Redfish {
                         (error.is_connect() && !is_tls_failure(&error)) || (idempotent && error.is_timeout());
                     if retryable && !last {
                         tracing::debug!(host = %self.config.host, %url, attempt, "no answer; retrying");
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(policy.max_backoff);
+                        attempts.pause(None).await;
                         continue;
                     }
                     return Err(self.transport_error(&method, url, attempt, error));
@@ -570,10 +534,8 @@ impl Redfish {
                 _ => false,
             };
             if retryable && !last {
-                let wait = retry_after(response.headers()).unwrap_or(backoff).min(policy.max_backoff);
                 tracing::debug!(host = %self.config.host, %url, status = status.as_u16(), attempt, "retrying");
-                tokio::time::sleep(wait).await;
-                backoff = (backoff * 2).min(policy.max_backoff);
+                attempts.pause(retry_after(response.headers())).await;
                 continue;
             }
             let headers = response.headers().clone();
@@ -896,11 +858,28 @@ impl Redfish {
     /// # Errors
     /// See [`BmcError`].
     pub async fn boot_once(&self, system: &str, target: BootTarget) -> Result<BootOverride, BmcError> {
-        let body = json!({ "Boot": {
+        self.boot_once_in(system, target, None).await
+    }
+
+    /// As [`Self::boot_once`], in firmware boot mode `mode` (`UEFI`, `Legacy`) when
+    /// given (`BootSourceOverrideMode`), else in the mode the system has.
+    ///
+    /// # Errors
+    /// See [`BmcError`].
+    pub async fn boot_once_in(
+        &self,
+        system: &str,
+        target: BootTarget,
+        mode: Option<&str>,
+    ) -> Result<BootOverride, BmcError> {
+        let mut boot = json!({
             "BootSourceOverrideTarget": target.as_str(),
             "BootSourceOverrideEnabled": "Once",
-        }});
-        self.patch(system, &body).await?;
+        });
+        if let Some(mode) = mode {
+            boot["BootSourceOverrideMode"] = json!(mode);
+        }
+        self.patch(system, &json!({ "Boot": boot })).await?;
         self.boot_override(system).await
     }
 

@@ -1,8 +1,9 @@
-//! Reads API objects as they are: a BMC's power state, boot override and BIOS
-//! attributes, and a cluster's cloud instances and placement groups.
+//! Reads a BMC's API objects as they are: power state, boot override, BIOS
+//! attributes and firmware versions (a cluster's cloud instances are read by
+//! [`crate::cloud::observe`]).
 //!
 //! Stage: observe (API targets). Input: [`ApiDesired`] items and a connected
-//! [`Redfish`] or [`Ec2`]. Output: [`Observed`] values by resource id, in the same
+//! [`Redfish`]. Output: [`Observed`] values by resource id, in the same
 //! short texts as [`ApiDesired::value`], which
 //! [`plan::api::diff`](crate::plan::api::diff) turns into changes. The data types live
 //! in the core ([`crate::resource::api`]); this module only knows HTTP.
@@ -12,7 +13,6 @@ use std::collections::BTreeMap;
 use super::error::BmcError;
 use super::redfish::Redfish;
 use super::redfish::settings::BiosSettings;
-use crate::cloud::{CLUSTER_TAG, CloudError, Ec2, NODE_TAG};
 use crate::resource::api::{ApiDesired, Observed, value_text};
 
 /// Reads what the desired BMC objects of `redfish`'s node are now. Items of other
@@ -82,29 +82,4 @@ pub async fn observe_node_facts(redfish: &Redfish, desired: &[ApiDesired]) -> Re
     }
     facts.firmware = info.firmware;
     Ok(facts)
-}
-
-/// Reads `cluster`'s instances for the desired instance items of that cluster.
-///
-/// # Errors
-/// See [`CloudError`].
-pub async fn observe_cloud(ec2: &Ec2, cluster: &str, desired: &[ApiDesired]) -> Result<Observed, CloudError> {
-    let instances = ec2.cluster_instances(cluster).await?;
-    let mut observed = Observed::new();
-    for item in desired {
-        if let ApiDesired::Instance { cluster: owner, node, .. } = item
-            && owner == cluster
-        {
-            let found = instances.iter().find(|instance| {
-                instance.tag(CLUSTER_TAG) == Some(cluster) && instance.tag(NODE_TAG) == Some(node.as_str())
-            });
-            observed
-                .insert(item.id(), found.map(|instance| format!("{} {}", instance.instance_type, instance.image_id)));
-        }
-        if let ApiDesired::PlacementGroup { name, .. } = item {
-            let exists = ec2.placement_group_exists(name).await?;
-            observed.insert(item.id(), exists.then(|| "cluster".to_owned()));
-        }
-    }
-    Ok(observed)
 }

@@ -8,39 +8,9 @@
 //! Secrets live in [`Sensitive`], whose `Debug` and `Display` print `***`, and go on
 //! the wire only in headers marked sensitive.
 
-use std::fmt;
-
 use reqwest::header::HeaderValue;
 
-/// A secret string (password, token, key): printed as `***`, readable only on purpose.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Sensitive(String);
-
-impl Sensitive {
-    /// Wraps a secret.
-    #[must_use]
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The secret itself, for the one place that sends it.
-    #[must_use]
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Sensitive {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str("***")
-    }
-}
-
-impl fmt::Display for Sensitive {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str("***")
-    }
-}
+pub use crate::http::Sensitive;
 
 /// A BMC user and password.
 #[derive(Clone, Debug)]

@@ -9,8 +9,10 @@
 //! - [`sigv4`]: request signing (AWS Signature Version 4 through `aws-sigv4`).
 //! - [`query`]: the AWS Query protocol (form-encoded `POST`, XML answers, typed errors, retries).
 //! - [`ec2`]: placement groups, `RunInstances` with one interface per rail, describe, terminate.
+//! - [`observe`]: the cluster's instances and placement groups as the plan compares them.
 
 pub mod ec2;
+pub mod observe;
 pub mod query;
 pub mod sigv4;
 

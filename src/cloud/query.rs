@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use super::CloudError;
 use super::sigv4::{AwsCredentials, SigningScope, sign_headers};
-use crate::bmc::RetryPolicy;
+use crate::http::{self, Attempts, RetryPolicy};
 
 /// A signed client for one Query-protocol service at one endpoint.
 #[derive(Debug, Clone)]
@@ -58,13 +58,7 @@ impl QueryClient {
             (Some(host), None) => host.to_owned(),
             (None, _) => return Err(invalid()),
         };
-        crate::bmc::redfish::ensure_crypto_provider();
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_mins(1))
-            .connect_timeout(Duration::from_secs(10))
-            .user_agent(concat!("toolkit/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(CloudError::Client)?;
+        let http = http::client_builder(Duration::from_mins(1)).build().map_err(CloudError::Client)?;
         Ok(Self {
             http,
             endpoint: url,
@@ -101,11 +95,10 @@ impl QueryClient {
         pairs.extend(params.iter().cloned());
         let body = form_encode(&pairs);
         let url = self.endpoint.as_str();
-        let mut backoff = self.retry.initial_backoff;
-        let mut attempt = 0;
+        let mut attempts = Attempts::new(self.retry);
         loop {
-            attempt += 1;
-            let last = attempt >= self.retry.attempts.max(1);
+            let attempt = attempts.start();
+            let last = attempts.is_last();
             let content_type = "application/x-www-form-urlencoded; charset=utf-8";
             let scope = SigningScope { region: &self.region, service: &self.service, time: SystemTime::now() };
             let signed = sign_headers(
@@ -124,8 +117,7 @@ impl QueryClient {
                 Ok(response) => response,
                 Err(error) if !last && (error.is_connect() || error.is_timeout()) => {
                     tracing::debug!(service = %self.service, action, attempt, "no answer; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(self.retry.max_backoff);
+                    attempts.pause(None).await;
                     continue;
                 }
                 Err(source) => {
@@ -156,8 +148,7 @@ impl QueryClient {
                 matches!(status.as_u16(), 429 | 500 | 502 | 503 | 504) || RETRYABLE_CODES.contains(&code.as_str());
             if retryable && !last {
                 tracing::debug!(service = %self.service, action, %code, attempt, "retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(self.retry.max_backoff);
+                attempts.pause(None).await;
                 continue;
             }
             return Err(CloudError::Api {

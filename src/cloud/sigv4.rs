@@ -11,7 +11,7 @@ use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, si
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
 
-use crate::bmc::Sensitive;
+use crate::http::Sensitive;
 
 /// AWS credentials; the secret parts print as `***`.
 #[derive(Debug, Clone)]

@@ -158,7 +158,8 @@ pub async fn observe(graph: &ResourceGraph, inventory: &Inventory, cluster: &str
         let result = async {
             let cloud = inventory.cloud.as_ref().ok_or("the inventory has no `cloud` section")?;
             let ec2 = ec2(cloud, base)?;
-            let observed = resources::observe_cloud(&ec2, cluster, &items).await.map_err(|error| error.to_string())?;
+            let observed =
+                crate::cloud::observe::observe_cloud(&ec2, cluster, &items).await.map_err(|error| error.to_string())?;
             let instances = ec2.cluster_instances(cluster).await.map_err(|error| error.to_string())?;
             Ok::<_, String>((observed, instances))
         }

@@ -276,19 +276,10 @@ fn build_http(
     connection: &Connection,
     identity: Option<(&[u8], &str)>,
 ) -> Result<(String, reqwest::Client), KubeError> {
-    crate::bmc::redfish::ensure_crypto_provider();
     let fail = |reason: String| KubeError::Client { path: connection.path.clone(), reason };
-    let mut builder = reqwest::Client::builder()
-        .timeout(TIMEOUT)
-        .connect_timeout(Duration::from_secs(10))
-        .user_agent(concat!("toolkit/", env!("CARGO_PKG_VERSION")));
+    let mut builder = crate::http::client_builder(TIMEOUT);
     if let Some(pem) = &connection.certificate_authority {
-        let certificates = reqwest::Certificate::from_pem_bundle(pem)
-            .map_err(|error| fail(format!("the cluster's CA is not PEM: {error}")))?;
-        if certificates.is_empty() {
-            return Err(fail("the cluster's CA holds no PEM certificate".to_owned()));
-        }
-        builder = builder.tls_certs_only(certificates);
+        builder = crate::http::trust_only(builder, pem).map_err(|error| fail(format!("the cluster's CA: {error}")))?;
     }
     if connection.insecure {
         tracing::warn!(server = connection.server, "API server certificate not verified (`insecure-skip-tls-verify`)");

@@ -14,7 +14,7 @@ use data_encoding::BASE64;
 use serde::Deserialize;
 
 use super::error::KubeError;
-use crate::bmc::Sensitive;
+use crate::http::Sensitive;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "kebab-case")]

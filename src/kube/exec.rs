@@ -16,7 +16,7 @@ use serde_json::json;
 
 use super::config::{Connection, ExecPlugin};
 use super::error::KubeError;
-use crate::bmc::Sensitive;
+use crate::http::Sensitive;
 
 /// What a plugin gave.
 #[derive(Debug, Clone)]

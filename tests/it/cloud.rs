@@ -10,7 +10,7 @@
 //! are covered by the unit tests of the request parameters.
 
 use serde_json::json;
-use toolkit::bmc::resources::observe_cloud;
+use toolkit::cloud::observe::observe_cloud;
 use toolkit::cloud::{
     AwsCredentials, CLUSTER_TAG, ClusterSpec, Ec2, Filter, NODE_TAG, NodeSpec, QueryClient, RailInterface,
     instance_hosts,
