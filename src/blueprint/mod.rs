@@ -1,7 +1,6 @@
-//! The blueprint: what the cluster is. `schema` mirrors the file, `load` reads it,
-//! `check` finds every semantic problem at once.
+//! The blueprint: what the cluster is. `schema` mirrors the file, `load` reads it;
+//! [`crate::model::check`] finds every semantic problem in it at once.
 
-pub mod check;
 pub mod duration;
 pub mod kueue;
 pub mod load;

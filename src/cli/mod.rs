@@ -167,7 +167,7 @@ pub(crate) fn load_checked(
     if let Some(blueprint) = &blueprint
         && (inventory_path.is_none() || inventory.is_some())
     {
-        diagnostics.extend(blueprint::check::check(blueprint, inventory.as_ref()));
+        diagnostics.extend(crate::model::check::check(blueprint, inventory.as_ref()));
     }
     diagnostics.sort();
     match blueprint {

@@ -4,6 +4,7 @@
 //! optionally an inventory). Output: [`Model`]. Everything later stages need is
 //! computed here once — templates only lay it out.
 
+pub mod check;
 pub mod expand;
 pub mod gpu;
 pub mod hostlist;

@@ -148,7 +148,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::blueprint::check::check;
+    use crate::model::check::check;
 
     const EXAMPLE: &str = include_str!("../../../blueprints/h100-kubeadm.yaml");
 

@@ -141,7 +141,7 @@ fn name_errors(object: &KubeObject) -> Vec<String> {
 
 fn model_of(text: &str) -> Model {
     let loaded = load_text(Path::new("bp.yaml"), text.to_owned()).expect("loads");
-    let diagnostics = crate::blueprint::check::check(&loaded, None);
+    let diagnostics = crate::model::check::check(&loaded, None);
     assert!(!diagnostics.has_errors(), "{diagnostics:?}");
     crate::model::expand(&loaded.blueprint).expect("expands")
 }
