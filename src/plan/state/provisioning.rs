@@ -58,6 +58,25 @@ pub enum ProvisionStep {
     Failed,
 }
 
+impl NodeProvisioning {
+    /// A record at `step`, since `since`, with nothing else known yet.
+    #[must_use]
+    pub fn new(step: ProvisionStep, since: String) -> Self {
+        Self {
+            step,
+            since,
+            macs: Vec::new(),
+            boot_mac: None,
+            image: None,
+            disk: None,
+            host_key: None,
+            last_seen: None,
+            error: None,
+            hardware: None,
+        }
+    }
+}
+
 impl ProvisionStep {
     /// The name used in the state file and in messages.
     #[must_use]
