@@ -46,4 +46,7 @@ pub mod transport;
 pub mod validate;
 pub mod yaml;
 
+#[cfg(test)]
+pub(crate) mod testing;
+
 pub use cli::run;

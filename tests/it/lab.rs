@@ -17,12 +17,11 @@ const CLUSTER: &str = "lab-it";
 pub(crate) static ONE_LAB_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The lab to itself ([`ONE_LAB_AT_A_TIME`]), or `None` when a prerequisite is
-/// missing (said on stderr; a failure instead under `TOOLKIT_REQUIRE_TOOLS`).
+/// missing and the developer skips missing tools ([`crate::support::cannot_run`]).
 pub(crate) fn lab_or_skip(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
     let one_lab = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(reason) = missing_prerequisite() {
-        assert!(std::env::var_os("TOOLKIT_REQUIRE_TOOLS").is_none(), "{test} cannot run: {reason}");
-        eprintln!("skipped {test}: {reason}");
+        crate::support::cannot_run(&format!("{test} cannot run: {reason}"));
         return None;
     }
     Some(one_lab)
@@ -196,7 +195,7 @@ fn lab_without_docker_is_a_clear_error() {
     assert!(stderr.contains("was not found: the lab needs Docker Engine"), "{stderr}");
 
     if Command::new("docker").arg("--version").output().is_err() {
-        eprintln!("skipped the unreachable-daemon half: no docker client");
+        crate::support::cannot_run("the unreachable-daemon half needs the docker client");
         return;
     }
     let output = Command::new(env!("CARGO_BIN_EXE_toolkit"))

@@ -17,7 +17,7 @@ pub(crate) struct TestCa {
 
 impl TestCa {
     /// Makes the CA (`subject` like `/CN=test CA`); `None` when openssl is missing
-    /// (the test is skipped, or fails under TOOLKIT_REQUIRE_TOOLS).
+    /// and the developer skips missing tools ([`crate::support::cannot_run`]).
     pub(crate) fn new(dir: &Path, subject: &str) -> Option<Self> {
         let ca = Self { openssl: system_program("openssl", "openssl")?, dir: dir.to_owned() };
         ca.run(

@@ -85,8 +85,8 @@ pub(crate) fn venv() -> PathBuf {
         .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".toolkit/venv"), PathBuf::from)
 }
 
-/// `program` from the test venv; `None` (the test skips, saying why) when it is not
-/// installed, unless `TOOLKIT_REQUIRE_TOOLS` is set (CI), where that fails the test.
+/// `program` from the test venv; when it is not installed, a failure naming it, or
+/// `None` where the developer skips missing tools ([`crate::support::cannot_run`]).
 pub(crate) fn venv_program(program: &str) -> Option<PathBuf> {
     let path = venv().join("bin").join(program);
     if path.is_file() {
@@ -96,8 +96,7 @@ pub(crate) fn venv_program(program: &str) -> Option<PathBuf> {
         "`{}` is missing: python3 -m venv .toolkit/venv && .toolkit/venv/bin/pip install -r tests/support/requirements-http.txt",
         path.display()
     );
-    assert!(std::env::var_os("TOOLKIT_REQUIRE_TOOLS").is_none(), "{hint} (TOOLKIT_REQUIRE_TOOLS is set)");
-    eprintln!("skipped: {hint}");
+    crate::support::cannot_run(&hint);
     None
 }
 
@@ -108,8 +107,7 @@ pub(crate) fn system_program(program: &str, package: &str) -> Option<PathBuf> {
     });
     if found.is_none() {
         let hint = format!("`{program}` is not on PATH: apt-get install {package}");
-        assert!(std::env::var_os("TOOLKIT_REQUIRE_TOOLS").is_none(), "{hint} (TOOLKIT_REQUIRE_TOOLS is set)");
-        eprintln!("skipped: {hint}");
+        crate::support::cannot_run(&hint);
     }
     found
 }

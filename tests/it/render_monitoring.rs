@@ -55,8 +55,7 @@ const RULE_TEST_EDITS: &[(&str, &str)] = &[
     ("  scrape_interval: 15s\n", "  scrape_interval: 15s\n  alert_after: 2m\n"),
 ];
 
-/// Whether `program` can be run (skipped without it, a failure under
-/// `TOOLKIT_REQUIRE_TOOLS`).
+/// Whether `program` can be run (a failure without it, see [`crate::support::cannot_run`]).
 fn tool(program: &str) -> bool {
     super::render_network::tool(program, "prometheus prometheus-alertmanager")
 }

@@ -57,17 +57,13 @@ fn files<'a>(resources: &'a [Resource], path: &str) -> Vec<(&'a str, &'a str)> {
         .collect()
 }
 
-/// Whether `program` can be run; without it the test is skipped unless
-/// `TOOLKIT_REQUIRE_TOOLS` is set (CI), where a missing tool fails the test.
+/// Whether `program` can be run; without it the test fails naming it, or is skipped
+/// where the developer asks ([`crate::support::cannot_run`]).
 pub(crate) fn tool(program: &str, package: &str) -> bool {
     let found = std::env::var_os("PATH")
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()));
     if !found {
-        assert!(
-            std::env::var_os("TOOLKIT_REQUIRE_TOOLS").is_none(),
-            "`{program}` is required (TOOLKIT_REQUIRE_TOOLS is set) but not on PATH: apt-get install {package}"
-        );
-        eprintln!("skipped: `{program}` is not installed (apt-get install {package})");
+        crate::support::cannot_run(&format!("`{program}` is not on PATH: apt-get install {package}"));
     }
     found
 }

@@ -33,11 +33,7 @@ fn tool(name: &str, package: &str) -> Option<PathBuf> {
         .map(|dir| Path::new(dir).join(name))
         .find(|path| path.exists());
     if found.is_none() {
-        assert!(
-            std::env::var_os("TOOLKIT_REQUIRE_TOOLS").is_none(),
-            "`{name}` is required (TOOLKIT_REQUIRE_TOOLS is set): apt-get install {package}"
-        );
-        eprintln!("skipping: `{name}` is not installed (apt-get install {package})");
+        crate::support::cannot_run(&format!("`{name}` is not installed: apt-get install {package}"));
     }
     found
 }

@@ -507,11 +507,7 @@ fn chromium() -> Option<PathBuf> {
         std::env::var_os("PATH")?.to_str()?.split(':').map(|dir| Path::new(dir).join(name)).find(|path| path.is_file())
     });
     if found.is_none() {
-        assert!(
-            std::env::var_os("TOOLKIT_REQUIRE_TOOLS").is_none(),
-            "chromium is required (TOOLKIT_REQUIRE_TOOLS is set): apt-get install chromium"
-        );
-        eprintln!("skipping: chromium is not installed (apt-get install chromium)");
+        crate::support::cannot_run("chromium is not installed: apt-get install chromium");
     }
     found
 }

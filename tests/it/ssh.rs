@@ -3,8 +3,8 @@
 //! Each test starts its own set of sshd hosts with `tests/support/sshhosts.sh` on a
 //! loopback /24 of its own (`127.X.N.K`, X from the process id, N per test), in a
 //! temporary directory, and stops them when its [`Hosts`] guard is dropped — also
-//! when the test fails. Without `/usr/sbin/sshd` the tests print why and pass,
-//! unless `TOOLKIT_REQUIRE_TOOLS` is set (CI), where a missing sshd is a failure.
+//! when the test fails. Without `/usr/sbin/sshd` the tests fail saying why (see
+//! [`crate::support::cannot_run`]).
 
 use std::collections::HashSet;
 use std::path::Path;

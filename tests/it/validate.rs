@@ -4,8 +4,8 @@
 //! `ping`, `ip`), the second pass of the pairwise test, and the binary's exit codes
 //! and results file.
 //!
-//! Without `fio` the storage test says so and passes, unless `TOOLKIT_REQUIRE_TOOLS`
-//! is set (CI installs the Debian package `fio`).
+//! Without `fio` the storage test fails saying so (CI installs the Debian package
+//! `fio`; see [`crate::support::cannot_run`]).
 
 // Measured values are parsed from the same decimal text the expected ones are written
 // in, so they compare exactly.
@@ -479,11 +479,9 @@ async fn fabric_validators_judge_recorded_switch_outputs() {
 async fn real_ip_ping_and_fio_through_the_runner() {
     let fio = Path::new("/usr/bin/fio").exists();
     if !fio {
-        assert!(
-            std::env::var_os("TOOLKIT_REQUIRE_TOOLS").is_none(),
-            "fio is missing and TOOLKIT_REQUIRE_TOOLS is set: apt-get install fio"
+        crate::support::cannot_run(
+            "fio is not installed (apt-get install fio): the storage part of this test needs it",
         );
-        eprintln!("note: fio not installed (apt-get install fio): the storage part of this test is skipped");
     }
     let Some(hosts) = Hosts::up(124, 3) else { return };
     let scratch = tempfile::tempdir().expect("tempdir");
@@ -756,11 +754,7 @@ fn text(output: &Output) -> String {
 #[test]
 fn the_binary_exits_by_verdict_and_writes_the_results() {
     if !Path::new("/usr/bin/fio").exists() {
-        assert!(
-            std::env::var_os("TOOLKIT_REQUIRE_TOOLS").is_none(),
-            "fio is missing and TOOLKIT_REQUIRE_TOOLS is set: apt-get install fio"
-        );
-        eprintln!("skipped: fio not installed (apt-get install fio)");
+        crate::support::cannot_run("fio is not installed: apt-get install fio");
         return;
     }
     let Some(hosts) = Hosts::up(125, 3) else { return };
