@@ -17,6 +17,7 @@ use crate::cli::live::{self, SshArgs};
 use crate::cli::{BlueprintArgs, OutputFormat, Status, emit, load_checked};
 use crate::deploy::scheduler::{Scheduler as _, Slurm};
 use crate::model;
+use crate::plan::state::provisioning::{NodeProvisioning, ProvisionStep};
 use crate::plan::state::{RolloutState, State};
 use crate::transport::Connector as _;
 use crate::validate::drain::REASON_PREFIX;
@@ -40,6 +41,9 @@ pub struct Args {
 struct Report {
     /// The rollout the state file holds, if one is unfinished.
     rollout: Option<RolloutState>,
+    /// Bare-metal nodes by name: their provisioning step, from the state file.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    provisioning: BTreeMap<String, NodeProvisioning>,
     /// Nodes drained with a toolkit reason, by name.
     held: BTreeMap<String, String>,
     /// Why the scheduler could not be read, when it could not.
@@ -200,8 +204,16 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         Some(Err(error)) => (None, Some(error)),
         None => (None, None),
     };
-    let report =
-        Report { rollout: state.rollout, held, scheduler_error, prometheus, prometheus_error, health, health_unread };
+    let report = Report {
+        rollout: state.rollout,
+        provisioning: state.provisioning,
+        held,
+        scheduler_error,
+        prometheus,
+        prometheus_error,
+        health,
+        health_unread,
+    };
     match output {
         OutputFormat::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&report)?)),
         OutputFormat::Text => emit(&text(&report)),
@@ -232,6 +244,7 @@ fn text(report: &Report) -> String {
         }
         None => out.push_str("No rollout in progress.\n"),
     }
+    provisioning_text(&report.provisioning, &mut out);
     if let Some(error) = &report.scheduler_error {
         let _ = writeln!(out, "Cannot read the scheduler: {error}");
     } else if report.held.is_empty() {
@@ -252,6 +265,21 @@ fn text(report: &Report) -> String {
         health_text(health, &report.health_unread, &mut out);
     }
     out
+}
+
+/// Each bare-metal node's provisioning step: what it reached, since when, the last
+/// thing seen and, for a failed one, why.
+fn provisioning_text(nodes: &BTreeMap<String, NodeProvisioning>, out: &mut String) {
+    if nodes.is_empty() {
+        return;
+    }
+    let ready = nodes.values().filter(|node| node.step == ProvisionStep::Reachable).count();
+    let _ = writeln!(out, "Bare metal: {ready} of {} nodes installed and reachable.", nodes.len());
+    for (name, node) in nodes.iter().filter(|(_, node)| node.step != ProvisionStep::Reachable) {
+        let seen = node.last_seen.as_deref().map(|seen| format!(", last seen: {seen}")).unwrap_or_default();
+        let error = node.error.as_deref().map(|error| format!(": {error}")).unwrap_or_default();
+        let _ = writeln!(out, "  {name:<12} {} since {}{seen}{error}", node.step.as_str(), node.since);
+    }
 }
 
 /// The counts, then one line per problem, by host.
