@@ -122,3 +122,45 @@ fn a_tenant_that_leaves_takes_its_objects_with_it() {
         "{plan}"
     );
 }
+
+/// `plan --out DIR` writes every Kubernetes object under `DIR/kubernetes/`, one YAML
+/// file each, in the order deploy applies them, each equal to the body deploy sends.
+#[test]
+fn plan_out_writes_the_objects_deploy_applies() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("tree");
+    let output = toolkit(&[
+        "plan",
+        BLUEPRINT,
+        "-i",
+        "inventories/h100-kubernetes.yaml",
+        "--offline",
+        "--out",
+        out.to_str().expect("utf8"),
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
+    let mut files: Vec<PathBuf> = std::fs::read_dir(out.join("kubernetes"))
+        .expect("a kubernetes directory")
+        .map(|entry| entry.expect("entry").path())
+        .collect();
+    files.sort();
+    let written: Vec<serde_json::Value> = files
+        .iter()
+        .map(|file| serde_norway::from_str(&std::fs::read_to_string(file).expect("reads")).expect("YAML"))
+        .collect();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let loaded = blueprint::load(&root.join(BLUEPRINT)).expect("loads");
+    let model = toolkit::model::expand(&loaded.blueprint).expect("expands");
+    let applied: Vec<serde_json::Value> =
+        toolkit::render::kubernetes::objects(&model).into_iter().map(|planned| planned.object.body).collect();
+    assert!(!applied.is_empty());
+    assert_eq!(written.len(), applied.len(), "{files:?}");
+    for body in &applied {
+        assert!(written.contains(body), "not written: {body:#}");
+    }
+    // A Namespace comes before what lives in it.
+    let position = |kind: &str| files.iter().position(|file| file.to_string_lossy().contains(kind));
+    assert!(position("-namespace-research") < position("-localqueue-research"), "{files:?}");
+    let first = files[0].file_name().expect("name").to_string_lossy().into_owned();
+    assert!(first.starts_with("0001-"), "{first}");
+}
