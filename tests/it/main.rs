@@ -18,6 +18,7 @@ mod lab_reboot;
 mod lab_removal;
 mod lab_rollout;
 mod lint;
+mod os_image;
 mod parse;
 mod pki;
 mod plan;

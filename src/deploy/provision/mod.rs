@@ -10,12 +10,17 @@
 //! - [`image`]: the OS image, built from Debian packages, cached by content hash.
 //! - [`agent`]: the RAM-disk deploy agent that writes the image to the chosen disk.
 //! - [`overlay`]: the per-node files laid over the image (hostname, network, keys).
+//! - [`disk`]: which disk receives the image (root device hints, never "the first disk").
+//! - [`server`]: the HTTP server iPXE and the agent talk to; [`progress`]: what was seen of each node.
+//! - [`host_keys`]: each node's SSH host key, generated and pinned before its first boot.
 //! - [`dhcp`]: dnsmasq as DHCP/proxy-DHCP + TFTP for network boot, and its log.
 
 pub mod agent;
 pub mod dhcp;
+pub mod disk;
 pub mod host_keys;
 pub mod image;
 pub mod overlay;
 pub mod progress;
+pub mod server;
 pub mod verify;
