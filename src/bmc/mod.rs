@@ -13,6 +13,7 @@
 //!   [`crate::resource::api`], and `plan::api` diffs them.
 
 pub mod error;
+pub mod inspect;
 pub mod redfish;
 pub mod resources;
 pub mod session;

@@ -306,15 +306,15 @@ fn error_message(body: &[u8]) -> Option<String> {
     }
 }
 
-fn string_at(value: &Value, pointer: &str) -> Option<String> {
+pub(crate) fn string_at(value: &Value, pointer: &str) -> Option<String> {
     value.pointer(pointer).and_then(Value::as_str).map(str::to_owned)
 }
 
-fn link(value: &Value, pointer: &str) -> Option<String> {
+pub(crate) fn link(value: &Value, pointer: &str) -> Option<String> {
     string_at(value, &format!("{pointer}/@odata.id"))
 }
 
-fn members(collection: &Value) -> Vec<String> {
+pub(crate) fn members(collection: &Value) -> Vec<String> {
     collection
         .get("Members")
         .and_then(Value::as_array)

@@ -51,6 +51,8 @@ pub struct Args {
     apply: ApplyArgs,
     #[command(flatten)]
     rollout: RolloutArgs,
+    #[command(flatten)]
+    provision: crate::cli::provision::ProvisionArgs,
 }
 
 /// Stages of a deploy.
@@ -82,6 +84,14 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         let generated = deploy::secrets::ensure(&loaded.inventory, Path::new("."))?;
         for reference in generated.0 {
             eprintln!("generated secret {reference}");
+        }
+    }
+    // Bare metal first: nodes with an `os` and a BMC are inspected and, when blank,
+    // installed; nothing else runs until every one of them answers SSH.
+    if args.stage != Stage::Ssh && saved.is_none() && !args.apply.dry_run {
+        let status = provision_stage(args, &blueprint, inventory.as_deref())?;
+        if status != Status::Clean {
+            return Ok(status);
         }
     }
     if args.stage == Stage::Api && saved.is_some() {
@@ -298,6 +308,21 @@ impl From<&ApplyArgs> for RunOptions {
 /// The API stage: observe BMCs and the cloud, plan their changes only, show, ask,
 /// apply in graph order, record them in the state. `Status::Clean` when nothing
 /// needed changing or everything applied.
+fn provision_stage(args: &Args, blueprint: &Path, inventory: Option<&Path>) -> anyhow::Result<Status> {
+    let Some(path) = inventory else { return Ok(Status::Clean) };
+    let Ok(loaded) = crate::inventory::load(path) else { return Ok(Status::Clean) };
+    if loaded.inventory.provisioning.is_none() {
+        return Ok(Status::Clean);
+    }
+    let Some(inputs) = load_checked(blueprint, Some(path), args.apply.output) else {
+        return Ok(Status::Error);
+    };
+    let inventory = live::require_inventory(&inputs)?;
+    let model = crate::model::expand(&inputs.blueprint.blueprint)?;
+    let state_path = live::state_path(args.apply.state.as_ref(), &inputs);
+    crate::cli::provision::stage(&model, inventory, state_path.as_deref(), &args.provision, args.apply.output)
+}
+
 fn api_stage(args: &Args, blueprint: &Path, inventory: Option<&Path>) -> anyhow::Result<Status> {
     let output = args.apply.output;
     let Some(mut inputs) = load_checked(blueprint, inventory, output) else {

@@ -10,6 +10,7 @@ mod lint;
 mod live;
 mod parse;
 mod plan;
+mod provision;
 mod push;
 mod report;
 mod schema;

@@ -81,6 +81,24 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         }
     };
     let plan_inputs = live::plan_inputs(&inputs, &compiled);
+    // Bare metal: which nodes an OS would be written to. Their hosts' own changes can
+    // only be read once they run it.
+    let bare_metal = match &inputs.inventory {
+        Some(inventory) if args.stage != crate::cli::deploy::Stage::Api => {
+            let state_path = live::state_path(args.state.as_ref(), &inputs);
+            crate::cli::provision::plan_lines(&compiled.model, inventory, state.as_ref(), state_path.as_deref())?
+        }
+        _ => None,
+    };
+    if let Some((lines, installs)) = &bare_metal {
+        if output == OutputFormat::Text {
+            emit(&format!("Bare metal (os):\n{}\n\n", lines.iter().map(|line| format!("  {line}")).collect::<Vec<_>>().join("\n")));
+        }
+        if *installs && !args.offline {
+            eprintln!("the hosts' own changes are planned once their OS is installed: `toolkit deploy` installs it first");
+            return Ok(Status::Changes);
+        }
+    }
     let mut plan = if args.stage == crate::cli::deploy::Stage::Api && !args.offline {
         let inventory = live::require_inventory(&inputs)?;
         let (plan, unreachable) = live::runtime()?.block_on(live::api_plan(&compiled, inventory, plan_inputs));
@@ -139,7 +157,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             emit(&format!("{}\n", plan::render::summary_table(&plan)));
         }
     }
-    let status = if plan.summary.has_changes() { Status::Changes } else { Status::Clean };
+    let installs = bare_metal.as_ref().is_some_and(|(_, installs)| *installs);
+    let status = if plan.summary.has_changes() || installs { Status::Changes } else { Status::Clean };
     // The process exits next and the OS takes the memory back at once: freeing a large
     // cluster's resources and plan entries one by one was ~15% of `plan` at 4,096 nodes.
     std::mem::forget(plan);

@@ -1,5 +1,6 @@
 //! The integration test binary: one module per area.
 
+mod baremetal;
 mod cloud;
 mod deploy;
 mod firmware;

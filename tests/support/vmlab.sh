@@ -52,8 +52,9 @@ up() {
     grep -q '^user = "root"' "$conf" || echo 'user = "root"' >> "$conf"
     grep -q '^group = "root"' "$conf" || echo 'group = "root"' >> "$conf"
     # Taps join the bridge inside the namespace only when libvirtd runs there.
-    if ! pgrep -x virtlogd >/dev/null; then in_ns virtlogd -d; fi
-    if ! pgrep -x libvirtd >/dev/null; then in_ns libvirtd -d; fi
+    # (A daemon of an earlier lab may linger as a zombie: only live ones count.)
+    if ! [ -S /run/libvirt/virtlogd-sock ] || ! pgrep --runstates R,S,D -x virtlogd >/dev/null; then in_ns virtlogd -d; fi
+    if ! virsh -c qemu:///system version >/dev/null 2>&1; then in_ns libvirtd -d; fi
     local tries=0
     until virsh -c qemu:///system version >/dev/null 2>&1; do
         tries=$((tries + 1))
@@ -182,17 +183,33 @@ down() {
     done
     if ip netns list | grep -q "^$netns\b"; then
         # libvirtd and virtlogd of this lab run in its namespace.
-        for pid in $(ip netns pids "$netns" 2>/dev/null); do kill "$pid" 2>/dev/null || true; done
-        sleep 0.5
+        local pids tries=0
+        pids=$(ip netns pids "$netns" 2>/dev/null || true)
+        for pid in $pids; do kill "$pid" 2>/dev/null || true; done
+        # Gone before returning: the next `up` must not find them half dead.
+        while [ $tries -lt 50 ]; do
+            local alive=0
+            for pid in $pids; do
+                if [ -d "/proc/$pid" ] && ! grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null; then alive=1; fi
+            done
+            [ $alive = 0 ] && break
+            tries=$((tries + 1))
+            sleep 0.1
+        done
         ip netns delete "$netns" || true
     fi
     rm -rf "$dir"
 }
 
 link() {
-    local vm=$1 state=$2 iface
-    iface=$(virsh -c qemu:///system domiflist "$vm" | awk 'NR > 2 && $1 != "" {print $1; exit}')
-    virsh -c qemu:///system domif-setlink "$vm" "$iface" "$state" >/dev/null
+    # By MAC (the tap has no name while the guest is off); kept in the definition so it
+    # holds across power cycles, and set live too when the guest runs.
+    local vm=$1 state=$2 mac
+    mac=$(virsh -c qemu:///system domiflist "$vm" | awk 'NR > 2 && $5 != "" {print $5; exit}')
+    virsh -c qemu:///system domif-setlink "$vm" "$mac" "$state" --config >/dev/null
+    if virsh -c qemu:///system domstate "$vm" | grep -q running; then
+        virsh -c qemu:///system domif-setlink "$vm" "$mac" "$state" >/dev/null
+    fi
 }
 
 case "$command" in

@@ -18,9 +18,11 @@
 pub mod agent;
 pub mod dhcp;
 pub mod disk;
+pub mod flow;
 pub mod host_keys;
 pub mod image;
 pub mod overlay;
+pub mod plan;
 pub mod progress;
 pub mod server;
 pub mod verify;

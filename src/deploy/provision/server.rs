@@ -358,7 +358,9 @@ async fn send_file(stream: &mut TcpStream, path: &std::path::Path) -> std::io::R
 
 async fn serve(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) -> std::io::Result<()> {
     let Some(request) = read_request(&mut stream).await? else { return Ok(()) };
-    let parts: Vec<&str> = request.path.trim_start_matches('/').split('/').collect();
+    // Clients may escape the colons of a MAC in a path (`%3A`).
+    let path = request.path.replace("%3A", ":").replace("%3a", ":");
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let node_of = |mac: &str| {
         let mac = normalize_mac(mac);
         shared.by_mac.get(&mac).map(|&index| (&shared.nodes[index], mac))
@@ -379,10 +381,12 @@ async fn serve(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) -> std:
                 return respond(&mut stream, "200 OK", "text/plain", b"#!ipxe\nexit\n").await;
             };
             emit(node, &mac, EventKind::BootScript);
+            // In URLs the MAC is written with hyphens: iPXE escapes a colon in a path.
             // Debian 12's iPXE (EFI) needs the initrd named, and named on the command line.
+            let path = mac.replace(':', "-");
             let script = format!(
-                "#!ipxe\nkernel {base}/agent/{mac}/vmlinuz initrd=agent.img toolkit.server={base} toolkit.mac={mac} \
-                 console=tty0 console=ttyS0,115200\ninitrd --name agent.img {base}/agent/{mac}/initrd.img\nboot\n"
+                "#!ipxe\nkernel {base}/agent/{path}/vmlinuz initrd=agent.img toolkit.server={base} toolkit.mac={mac} \
+                 console=tty0 console=ttyS0,115200\ninitrd --name agent.img {base}/agent/{path}/initrd.img\nboot\n"
             );
             respond(&mut stream, "200 OK", "text/plain", script.as_bytes()).await
         }
@@ -462,9 +466,10 @@ fn decide(shared: &Shared, node: &NodeBoot, mac: &str, inventory: AgentInventory
         Err(error) => return refuse(error.to_string(), inventory),
     };
     let files = &shared.files;
+    let path = mac.replace(':', "-");
     let answer = format!(
-        "action=install\ndisk={chosen}\nimage={base}/image/{mac}/disk.img\nimage_size={}\nimage_sha256={}\n\
-         root_partition={}\noverlay={base}/overlay/{mac}.tar\n",
+        "action=install\ndisk={chosen}\nimage={base}/image/{path}/disk.img\nimage_size={}\nimage_sha256={}\n\
+         root_partition={}\noverlay={base}/overlay/{path}.tar\n",
         files.image_size, files.image_sha256, files.root_partition
     );
     let _ = shared.events.send(Event {
@@ -534,12 +539,13 @@ mod tests {
         let script = request(address, "GET", "/boot/52-54-00-77-00-11.ipxe", "").await;
         assert!(script.contains("initrd --name agent.img"), "{script}");
         assert!(script.contains("toolkit.mac=52:54:00:77:00:11"), "{script}");
-        let kernel = request(address, "GET", "/agent/52:54:00:77:00:11/vmlinuz", "").await;
+        assert!(script.contains("/agent/52-54-00-77-00-11/vmlinuz "), "{script}");
+        let kernel = request(address, "GET", "/agent/52%3A54%3A00%3A77%3A00%3A11/vmlinuz", "").await;
         assert!(kernel.ends_with("\r\n\r\nkernel bytes"), "{kernel}");
         let answer = request(address, "POST", "/agent/52:54:00:77:00:11/inventory", &inventory(0)).await;
         assert!(answer.contains("action=install\ndisk=/dev/vda\n"), "{answer}");
-        assert!(answer.contains("/image/52:54:00:77:00:11/disk.img\nimage_size=12\n"), "{answer}");
-        let overlay = request(address, "GET", "/overlay/52:54:00:77:00:11.tar", "").await;
+        assert!(answer.contains("/image/52-54-00-77-00-11/disk.img\nimage_size=12\n"), "{answer}");
+        let overlay = request(address, "GET", "/overlay/52-54-00-77-00-11.tar", "").await;
         assert!(overlay.ends_with("overlay"), "{overlay}");
         let _ =
             request(address, "POST", "/agent/52:54:00:77:00:11/progress", "step=failed\ndetail=dd: no space\n").await;

@@ -1,0 +1,185 @@
+//! Bare metal end to end, on machines that really boot: two blank QEMU guests of
+//! the VM lab (`tests/support/vmlab.sh`), each behind its own sushy-tools BMC with
+//! the libvirt driver, known to toolkit only by their BMC addresses. `toolkit
+//! deploy` inspects them, refuses them while the blueprint wants more memory than
+//! they have (nothing written), installs them over PXE (one with its cable cut:
+//! named, the other finishes), resumes the cut one on a rerun, and configures Slurm
+//! on both; `srun -N2 hostname` runs, and the next plan and deploy change nothing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Instant;
+
+use serde_json::Value;
+
+const LAB: &str = "vm";
+
+struct Lab {
+    description: Value,
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if std::env::var_os("TOOLKIT_KEEP_LAB").is_none() {
+            let _ = vmlab(&["down", LAB]);
+        }
+    }
+}
+
+fn vmlab(args: &[&str]) -> Output {
+    Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/vmlab.sh"))
+        .args(args)
+        .output()
+        .expect("vmlab.sh runs")
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `toolkit ARGS` inside the lab's network namespace, in `dir`.
+fn toolkit(dir: &Path, lab: &Lab, args: &[&str]) -> Output {
+    let password = std::fs::read_to_string(lab.description["bmc_password_file"].as_str().expect("file")).expect("password");
+    Command::new("ip")
+        .args(["netns", "exec", lab.description["netns"].as_str().expect("netns")])
+        .arg(env!("CARGO_BIN_EXE_toolkit"))
+        .args(args)
+        .current_dir(dir)
+        .env("TOOLKIT_BMC_USER", "admin")
+        .env("TOOLKIT_BMC_PASSWORD", password.trim())
+        .env("TOOLKIT_SSH_PERSIST", "0")
+        .output()
+        .expect("toolkit runs")
+}
+
+fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+/// The lab's inventory: the example's, with the lab's BMC ports, in `dir`.
+fn workspace(dir: &Path) {
+    std::fs::copy(repo().join("blueprints/baremetal.yaml"), dir.join("baremetal.yaml")).expect("blueprint");
+    let inventory = std::fs::read_to_string(repo().join("inventories/baremetal.yaml")).expect("inventory");
+    // Images come from the repository's cache, where os_image's tests put the same recipe.
+    let inventory = inventory.replace(
+        "  host_keys: .toolkit/baremetal/host-keys\n",
+        &format!(
+            "  host_keys: .toolkit/baremetal/host-keys\n  cache: {}\n  dhcp_timeout: 90\n",
+            repo().join(".toolkit/os").display()
+        ),
+    );
+    std::fs::write(dir.join("inventory.yaml"), inventory).expect("inventory");
+    let keys = dir.join(".toolkit/baremetal");
+    std::fs::create_dir_all(&keys).expect("mkdir");
+    let status = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(keys.join("id_ed25519"))
+        .status()
+        .expect("ssh-keygen");
+    assert!(status.success());
+}
+
+fn prerequisites() -> bool {
+    for (program, package) in [
+        ("qemu-system-x86_64", "qemu-system-x86 (from bookworm-backports: see .ci/setup)"),
+        ("libvirtd", "libvirt-daemon-system"),
+        ("dnsmasq", "dnsmasq-base"),
+        ("debootstrap", "debootstrap"),
+        ("ssh-keygen", "openssh-client"),
+    ] {
+        if !crate::render_network::tool(program, package) {
+            return false;
+        }
+    }
+    if !repo().join(".toolkit/venv-libvirt/bin/sushy-emulator").is_file() {
+        crate::support::cannot_run("sushy-tools with libvirt is missing: .ci/setup makes .toolkit/venv-libvirt");
+        return false;
+    }
+    true
+}
+
+/// Bytes a qcow2 disk holds (its file's allocated size): what was written to it.
+fn written(disk: &str) -> u64 {
+    std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(disk).expect("disk")) * 512
+}
+
+#[test]
+fn blank_machines_behind_their_bmcs_become_a_slurm_cluster_through_deploy_alone() {
+    if !prerequisites() {
+        return;
+    }
+    // The image first (cached across runs by its recipe), so timings below are the install's.
+    if crate::os_image::built().is_none() {
+        return;
+    }
+    let _ = vmlab(&["down", LAB]);
+    let up = vmlab(&["up", LAB, "2", "1024", "8"]);
+    assert!(up.status.success(), "{:?} {}", up.status, text(&up));
+    let lab = Lab { description: serde_json::from_slice(&up.stdout).expect("the lab's description") };
+    let disks: Vec<String> =
+        lab.description["vms"].as_array().expect("vms").iter().map(|vm| vm["disk"].as_str().expect("disk").to_owned()).collect();
+    let dir = tempfile::tempdir().expect("tempdir");
+    workspace(dir.path());
+
+    // 1. The blueprint wants 2 GiB; the machines have 1: refused at inspection, nothing written.
+    let blueprint = std::fs::read_to_string(dir.path().join("baremetal.yaml")).expect("blueprint");
+    std::fs::write(dir.path().join("bigger.yaml"), blueprint.replace("memory_gib: 1", "memory_gib: 2")).expect("writes");
+    let before: Vec<u64> = disks.iter().map(|disk| written(disk)).collect();
+    let refused = toolkit(dir.path(), &lab, &["deploy", "bigger.yaml", "-i", "inventory.yaml", "--yes"]);
+    let said = text(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{said}");
+    assert!(said.contains("error: vm01: 1 GiB memory, blueprint 2"), "{said}");
+    assert!(said.contains("nothing was written to it"), "{said}");
+    let after: Vec<u64> = disks.iter().map(|disk| written(disk)).collect();
+    assert_eq!(before, after, "no disk was written");
+
+    // 2. vm02's cable is cut: vm01 installs, vm02 is named with the step it never reached.
+    let cut = vmlab(&["link", LAB, "vm02", "down"]);
+    assert!(cut.status.success(), "{}", text(&cut));
+    let started = Instant::now();
+    let first = toolkit(dir.path(), &lab, &["deploy", "baremetal.yaml", "-i", "inventory.yaml", "--yes"]);
+    let said = text(&first);
+    eprintln!("MEASURE first deploy (vm02 cut off): {:.0} s\n{said}", started.elapsed().as_secs_f64());
+    assert_eq!(first.status.code(), Some(1), "{said}");
+    assert!(said.contains("vm01: installed on /dev/vda"), "{said}");
+    assert!(said.contains("error: vm02: network boot: no DHCP request seen from 52:54:00:77:00:12"), "{said}");
+    let status = toolkit(dir.path(), &lab, &["status", "baremetal.yaml", "-i", "inventory.yaml"]);
+    let shown = text(&status);
+    assert!(shown.contains("Bare metal: 1 of 2 nodes installed and reachable."), "{shown}");
+    assert!(shown.contains("vm02         failed since"), "{shown}");
+
+    // 3. The cable back: the rerun installs vm02 only, then configures both.
+    let mended = vmlab(&["link", LAB, "vm02", "up"]);
+    assert!(mended.status.success(), "{}", text(&mended));
+    let started = Instant::now();
+    let second = toolkit(dir.path(), &lab, &["deploy", "baremetal.yaml", "-i", "inventory.yaml", "--yes"]);
+    let said = text(&second);
+    eprintln!("MEASURE second deploy (vm02 installed, both configured): {:.0} s\n{said}", started.elapsed().as_secs_f64());
+    assert_eq!(second.status.code(), Some(0), "{said}");
+    assert!(said.contains("vm01: installed already (SSH answers with its pinned key)"), "{said}");
+    assert!(said.contains("vm02: installed on /dev/vda"), "{said}");
+
+    // Slurm runs across the two installed machines.
+    let key = dir.path().join(".toolkit/baremetal/id_ed25519");
+    let known_hosts = dir.path().join(".toolkit/baremetal/known_hosts");
+    let srun = Command::new("ip")
+        .args(["netns", "exec", lab.description["netns"].as_str().expect("netns"), "ssh", "-o", "BatchMode=yes"])
+        .args(["-o", "StrictHostKeyChecking=yes", "-i"])
+        .arg(&key)
+        .arg("-o")
+        .arg(format!("UserKnownHostsFile={}", known_hosts.display()))
+        .args(["root@10.77.0.11", "srun -N2 hostname | sort"])
+        .output()
+        .expect("ssh runs");
+    assert!(srun.status.success(), "{}", text(&srun));
+    assert_eq!(String::from_utf8_lossy(&srun.stdout), "vm01\nvm02\n");
+
+    // 4. Nothing left to do: a third deploy installs nothing, and the plan is empty.
+    let third = toolkit(dir.path(), &lab, &["deploy", "baremetal.yaml", "-i", "inventory.yaml", "--yes"]);
+    let said = text(&third);
+    assert_eq!(third.status.code(), Some(0), "{said}");
+    assert!(!said.contains("installed on"), "{said}");
+    let plan = toolkit(dir.path(), &lab, &["plan", "baremetal.yaml", "-i", "inventory.yaml"]);
+    assert_eq!(plan.status.code(), Some(0), "{}", text(&plan));
+}
