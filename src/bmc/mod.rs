@@ -7,12 +7,14 @@
 //!   [`redfish::settings`]: BIOS values in effect and queued for the next reset.
 //! - [`session`]: credentials ([`Sensitive`] never prints) and session/basic authentication.
 //! - [`version`]: vendor firmware versions compared (newer, older, or why not comparable).
+//! - [`inspect`]: the hardware of a system ([`Redfish::inspect`]), each part reported or why not.
 //! - [`error`]: [`BmcError`], naming host, URL and user, never a password.
 //! - [`resources`]: reads the API objects of the desired state (power, boot override,
 //!   BIOS attribute, cloud instance) as they are; their data types are the core's
 //!   [`crate::resource::api`], and `plan::api` diffs them.
 
 pub mod error;
+pub mod inspect;
 pub mod redfish;
 pub mod resources;
 pub mod session;
