@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::BmcError;
-use super::redfish::Redfish;
+use super::redfish::{BmcConfig, Redfish};
 
 /// A part of the hardware as the BMC reports it, or why it does not.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -176,6 +176,21 @@ impl Redfish {
     pub async fn inspect(&self, system: &str) -> Result<Hardware, BmcError> {
         inspect_with(self, system).await
     }
+}
+
+/// Connects to the BMC of `config`, inspects its only system and closes the session.
+///
+/// # Errors
+/// The BMC cannot be reached or authenticated, has not exactly one system, or the
+/// system cannot be read; each error names the host.
+pub async fn inspect_bmc(config: BmcConfig) -> Result<Hardware, BmcError> {
+    let client = Redfish::connect(config).await?;
+    let system = client.system().await?;
+    let hardware = client.inspect(&system).await;
+    // A session left open only costs the BMC a slot until it times out: the
+    // inspection's own outcome matters more than the logout's.
+    let _ = client.close().await;
+    hardware
 }
 
 /// Why a part is not reported: an answer that says the BMC lacks it (404, 4xx, 5xx —

@@ -3,6 +3,7 @@
 mod cloud;
 mod deploy;
 mod firmware;
+mod inspect;
 mod kube_api;
 mod kube_health;
 mod kube_jobs;

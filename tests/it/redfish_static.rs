@@ -19,7 +19,7 @@ use toolkit::bmc::{BmcConfig, BmcError, Credentials, PowerState, Redfish, ResetT
 use super::redfish::{METAL_BLUEPRINT, Server, free_port, metal_dir, shown, toolkit_metal, venv_program};
 
 /// Serves `tests/support/mockups/<name>`; `None` when sushy-tools is not installed.
-fn mockup(name: &str) -> Option<Server> {
+pub(crate) fn mockup(name: &str) -> Option<Server> {
     let program = venv_program("sushy-static")?;
     let files = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/mockups").join(name);
     let port = free_port();
