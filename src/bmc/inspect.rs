@@ -419,5 +419,113 @@ async fn pcie<R: Reader>(reader: &R, system: &Value) -> Result<Result<Vec<PcieFu
     Ok(Ok(functions))
 }
 
+/// Why the inventory text could not be given a host's MACs.
+#[derive(Debug, thiserror::Error)]
+pub enum InventoryEditError {
+    /// The host has no entry under `hosts`.
+    #[error("{file}: no `hosts.{host}` entry to record its MACs in")]
+    NoHost {
+        /// The inventory file.
+        file: String,
+        /// The host.
+        host: String,
+    },
+    /// The entry is laid out in a way not edited in place (a multi-line flow mapping,
+    /// or `boot_macs` already written as a block list that differs).
+    #[error("{file}:{line}: `hosts.{host}` is not laid out for an edit in place; set `boot_macs: [{macs}]` there")]
+    Layout {
+        /// The inventory file.
+        file: String,
+        /// Where the host's entry is.
+        line: usize,
+        /// The host.
+        host: String,
+        /// The MACs to write.
+        macs: String,
+    },
+}
+
+/// Where the `{` of a flow mapping opens on a `key: { … }` line, if it does.
+fn flow_mapping(line: &str) -> Option<usize> {
+    let colon = line.find(':')?;
+    let rest = &line[colon + 1..];
+    rest.trim_start().starts_with('{').then(|| colon + 1 + (rest.len() - rest.trim_start().len()))
+}
+
+/// The MACs of `hardware` to record: each interface's current MAC, else its permanent
+/// one, lower-case (as iPXE's `${net0/mac}` and dnsmasq write them), without
+/// duplicates or the all-zero MAC some BMCs give a disabled port.
+#[must_use]
+pub fn boot_macs(hardware: &Hardware) -> Vec<String> {
+    let mut macs: Vec<String> = Vec::new();
+    for nic in hardware.nics.reported().map(Vec::as_slice).unwrap_or_default() {
+        let Some(mac) = nic.mac.as_deref().or(nic.permanent_mac.as_deref()) else { continue };
+        let mac = mac.to_ascii_lowercase();
+        if mac.is_empty() || mac == "00:00:00:00:00:00" || macs.contains(&mac) {
+            continue;
+        }
+        macs.push(mac);
+    }
+    macs
+}
+
+/// The inventory text with `boot_macs: [..]` set on `hosts.<host>`, every other byte
+/// (comments, order, quoting) kept; `None` when it already says exactly that. Edits
+/// the text at the positions the source map gives rather than re-serialising, which
+/// would drop the operator's comments.
+///
+/// # Errors
+/// No such host, or a layout not edited in place (the error says what to write).
+pub fn record_boot_macs(
+    source: &crate::source::SourceFile,
+    host: &str,
+    macs: &[String],
+) -> Result<Option<String>, InventoryEditError> {
+    let file = source.display_path().display().to_string();
+    let host_path = format!("hosts.{host}");
+    let list = format!("[{}]", macs.join(", "));
+    let layout =
+        |line| InventoryEditError::Layout { file: file.clone(), line, host: host.to_owned(), macs: macs.join(", ") };
+    let Some(key) = source.map.locate_key(&host_path) else {
+        return Err(InventoryEditError::NoHost { file: file.clone(), host: host.to_owned() });
+    };
+    let mut lines: Vec<String> = source.text.lines().map(str::to_owned).collect();
+    let macs_path = format!("{host_path}.boot_macs");
+    if let Some(existing) = source.map.locate_key(&macs_path) {
+        // Replace a one-line `boot_macs: [...]` up to its closing bracket.
+        let line = lines.get_mut(existing.line - 1).ok_or_else(|| layout(existing.line))?;
+        let start = line.char_indices().nth(existing.column - 1).map_or(line.len(), |(at, _)| at);
+        let open = line[start..].find('[').map(|at| start + at).ok_or_else(|| layout(existing.line))?;
+        let close = line[open..].find(']').map(|at| open + at).ok_or_else(|| layout(existing.line))?;
+        if line[open..=close] == list {
+            return Ok(None);
+        }
+        line.replace_range(open..=close, &list);
+    } else if let Some(open) = flow_mapping(lines.get(key.line - 1).map_or("", String::as_str)) {
+        // A one-line flow mapping: `node01: { address: 10.0.0.1 }`.
+        let line = lines.get_mut(key.line - 1).ok_or_else(|| layout(key.line))?;
+        let close = line.rfind('}').filter(|&close| close > open).ok_or_else(|| layout(key.line))?;
+        let inner = line[..close].trim_end();
+        let separator = if inner.ends_with('{') { " " } else { ", " };
+        let head = inner.to_owned();
+        *line = format!("{head}{separator}boot_macs: {list} {}", &line[close..]);
+    } else {
+        // A block mapping: a new first key, indented as the host's next line is.
+        let indent = lines
+            .iter()
+            .skip(key.line)
+            .find(|line| !line.trim().is_empty() && !line.trim_start().starts_with('#'))
+            .map(|line| line.len() - line.trim_start().len())
+            .filter(|&indent| indent >= key.column)
+            .ok_or_else(|| layout(key.line))?;
+        lines.insert(key.line, format!("{}boot_macs: {list}", " ".repeat(indent)));
+    }
+    let mut text = lines.join("\n");
+    if source.text.ends_with('\n') {
+        text.push('\n');
+    }
+    Ok(Some(text))
+}
+
 #[cfg(test)]
 mod tests;

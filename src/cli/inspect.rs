@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use futures::StreamExt as _;
 use serde::Serialize;
 
-use crate::bmc::inspect::{Hardware, inspect_bmc};
+use crate::bmc::inspect::{Hardware, boot_macs, inspect_bmc, record_boot_macs};
 use crate::bmc::redfish::BmcConfig;
 use crate::cli::{BlueprintArgs, OutputFormat, Status, emit, live, load_checked};
 use crate::deploy::provision::verify::{Expected, Verdict, verify};
@@ -34,6 +34,10 @@ pub struct Args {
     /// Only these hosts (comma-separated).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Record each inspected node's MACs as `boot_macs` in the inventory file,
+    /// keeping its comments and layout.
+    #[arg(long)]
+    write_inventory: bool,
 }
 
 /// One node's outcome.
@@ -107,12 +111,38 @@ pub fn run(args: &Args) -> anyhow::Result<Status> {
     });
     let errors = reports.iter().any(|report| report.error.is_some());
     let mismatches = reports.iter().any(|report| report.verdict.as_ref().is_some_and(|verdict| !verdict.matches()));
+    let mut changes: Vec<String> = Vec::new();
+    if args.write_inventory {
+        let path = args.paths.inventory.as_deref().context("--write-inventory needs -i INVENTORY")?;
+        let mut source = inventory.source.clone();
+        for report in &reports {
+            let Some(hardware) = &report.hardware else { continue };
+            let macs = boot_macs(hardware);
+            if macs.is_empty() {
+                continue;
+            }
+            if let Some(text) = record_boot_macs(&source, &report.node, &macs)? {
+                source = crate::source::SourceFile::new(source.path.clone(), text);
+                changes.push(format!("{}: boot_macs [{}]", report.node, macs.join(", ")));
+            }
+        }
+        if !changes.is_empty() {
+            std::fs::write(path, &source.text).with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
     match args.paths.output {
         OutputFormat::Json => {
-            let document = serde_json::json!({ "format_version": FORMAT_VERSION, "nodes": reports });
+            let document =
+                serde_json::json!({ "format_version": FORMAT_VERSION, "nodes": reports, "inventory_changes": changes });
             emit(&format!("{}\n", serde_json::to_string_pretty(&document)?));
         }
-        OutputFormat::Text => emit(&render(&reports)),
+        OutputFormat::Text => {
+            let mut text = render(&reports);
+            for change in &changes {
+                let _ = writeln!(text, "inventory: {change}");
+            }
+            emit(&text);
+        }
     }
     for report in &reports {
         if let Some(error) = &report.error {

@@ -15,8 +15,8 @@ pub mod kube;
 pub mod kubeadm;
 pub mod lock;
 pub mod observe;
-pub mod provision;
 pub mod ops;
+pub mod provision;
 pub mod reboot;
 pub mod rollout;
 #[cfg(test)]

@@ -88,3 +88,26 @@ fn moved_to(inventory: &str, port: u16) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+#[tokio::test]
+async fn write_inventory_records_the_macs_and_keeps_comments() {
+    let Some(server) = emulator(None) else { return };
+    let client = Redfish::connect(config(&server, PASSWORD)).await.expect("connects");
+    let nics = client.discover(&client.system().await.expect("system")).await.expect("discover").nics;
+    let macs: Vec<String> = nics.iter().filter_map(|nic| nic.mac.clone()).map(|mac| mac.to_ascii_lowercase()).collect();
+    assert!(!macs.is_empty());
+    let dir = metal_dir(METAL_BLUEPRINT, &server);
+    let path = dir.path().join("inv.yaml");
+    let before = format!("# site inventory, kept by hand\n{}", std::fs::read_to_string(&path).expect("inventory"));
+    std::fs::write(&path, &before).expect("inventory");
+    let output = toolkit_metal(dir.path(), &["inspect", "bp.yaml", "-i", "inv.yaml", "--write-inventory"]);
+    assert_eq!(output.status.code(), Some(0), "{}", shown(&output));
+    let after = std::fs::read_to_string(&path).expect("inventory");
+    assert!(after.starts_with("# site inventory, kept by hand\n"), "{after}");
+    assert!(after.contains(&format!("boot_macs: [{}]", macs.join(", "))), "{after}");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("inventory: node01: boot_macs ["), "{}", shown(&output));
+    // The file still loads, and a second run changes nothing.
+    let again = toolkit_metal(dir.path(), &["inspect", "bp.yaml", "-i", "inv.yaml", "--write-inventory"]);
+    assert_eq!(again.status.code(), Some(0), "{}", shown(&again));
+    assert_eq!(std::fs::read_to_string(&path).expect("inventory"), after);
+}

@@ -89,3 +89,50 @@ fn a_transport_failure_is_not_a_missing_part() {
     let missing: Result<Result<u32, String>, BmcError> = Ok(Err("no link".into()));
     assert_eq!(part(missing).expect("part"), Part::NotReported { reason: "no link".into() });
 }
+
+fn edited(text: &str, host: &str) -> Result<Option<String>, InventoryEditError> {
+    let source = crate::source::SourceFile::new("inv.yaml", text.to_owned());
+    record_boot_macs(&source, host, &["52:54:00:aa:00:01".to_owned(), "52:54:00:aa:00:02".to_owned()])
+}
+
+#[test]
+fn macs_go_into_a_block_host_and_comments_stay() {
+    let text = "version: 1\nhosts:\n  # the first node\n  node01:\n    address: 10.0.0.1 # mgmt\n  node02:\n    address: 10.0.0.2\n";
+    let out = edited(text, "node01").expect("edit").expect("changed");
+    assert_eq!(
+        out,
+        "version: 1\nhosts:\n  # the first node\n  node01:\n    boot_macs: [52:54:00:aa:00:01, 52:54:00:aa:00:02]\n    address: 10.0.0.1 # mgmt\n  node02:\n    address: 10.0.0.2\n"
+    );
+    let parsed: crate::inventory::schema::Host = serde_norway::from_value(
+        serde_norway::from_str::<serde_norway::Value>(&out).expect("yaml")["hosts"]["node01"].clone(),
+    )
+    .expect("host");
+    assert_eq!(parsed.boot_macs.len(), 2);
+    // A second run changes nothing.
+    assert_eq!(edited(&out, "node01").expect("edit"), None);
+}
+
+#[test]
+fn macs_go_into_a_flow_host_and_replace_an_old_list() {
+    let text = "hosts:\n  node01: { address: 127.0.0.1 } # lab\n";
+    let out = edited(text, "node01").expect("edit").expect("changed");
+    assert_eq!(
+        out,
+        "hosts:\n  node01: { address: 127.0.0.1, boot_macs: [52:54:00:aa:00:01, 52:54:00:aa:00:02] } # lab\n"
+    );
+    let old = "hosts:\n  node01:\n    boot_macs: [52:54:00:aa:00:09] # old\n";
+    let out = edited(old, "node01").expect("edit").expect("changed");
+    assert_eq!(out, "hosts:\n  node01:\n    boot_macs: [52:54:00:aa:00:01, 52:54:00:aa:00:02] # old\n");
+    assert!(matches!(edited(text, "node09"), Err(InventoryEditError::NoHost { .. })));
+}
+
+#[tokio::test]
+async fn boot_macs_are_lower_case_and_unique() {
+    let hw = dmtf().await;
+    let macs = boot_macs(&hw);
+    assert!(macs.contains(&"12:44:6a:3b:04:11".to_owned()), "{macs:?}");
+    assert!(macs.iter().all(|mac| *mac == mac.to_ascii_lowercase()));
+    let mut unique = macs.clone();
+    unique.dedup();
+    assert_eq!(unique.len(), macs.len());
+}
