@@ -7,6 +7,7 @@
 //!   [`redfish::settings`]: BIOS values in effect and queued for the next reset.
 //! - [`session`]: credentials ([`Sensitive`] never prints) and session/basic authentication.
 //! - [`version`]: vendor firmware versions compared (newer, older, or why not comparable).
+//! - [`inspect`]: the hardware of a system ([`Redfish::inspect`]), each part reported or why not.
 //! - [`error`]: [`BmcError`], naming host, URL and user, never a password.
 //! - [`resources`]: reads the API objects of the desired state (power, boot override,
 //!   BIOS attribute, cloud instance) as they are; their data types are the core's

@@ -5,6 +5,7 @@
 mod connections;
 mod deploy;
 mod destroy;
+mod inspect;
 mod lab;
 mod lint;
 mod live;
@@ -48,6 +49,8 @@ pub enum Command {
     Topology(topology::Args),
     /// What deploy would change: creates, updates, removals, with diffs.
     Plan(plan::Args),
+    /// Each node's hardware from its BMC, against the blueprint (exit 2 on a mismatch).
+    Inspect(inspect::Args),
     /// Plan against the hosts, ask, apply in graph order, record the state.
     Deploy(deploy::Args),
     /// Terminate the cloud instances the cluster owns (by tag), and only them.
@@ -114,6 +117,7 @@ pub fn run() -> ExitCode {
         Command::Schema(args) => schema::run(&args),
         Command::Topology(args) => topology::run(&args),
         Command::Plan(args) => plan::run(&args),
+        Command::Inspect(args) => inspect::run(&args),
         Command::Deploy(args) => deploy::run(&args),
         Command::Destroy(args) => destroy::run(&args),
         Command::Unlock(args) => unlock::run(&args),

@@ -618,6 +618,7 @@ pub fn instance_hosts(
                 identity_file: None,
                 proxy_jump: None,
                 rail_macs,
+                boot_macs: Vec::new(),
                 fake_gpu_devices: false,
                 vars: BTreeMap::new(),
             },

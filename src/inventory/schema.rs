@@ -282,6 +282,11 @@ pub struct Host {
     /// (`rail0`…) by this MAC, where the OS has not named it so already.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rail_macs: BTreeMap<u32, String>,
+    /// MACs of the node's Ethernet interfaces as its BMC reports them (`toolkit inspect
+    /// --write-inventory` fills them in): network boot answers any of them, so nobody
+    /// types MACs or guesses which port the firmware boots from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub boot_macs: Vec<String>,
     /// No GPUs here (a lab or CI container): deploy creates the character devices
     /// `/dev/nvidia0…` (major 195) that Slurm's `gres.conf` names, so slurmd starts.
     /// Never set it on a machine with NVIDIA GPUs.

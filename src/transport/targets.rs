@@ -56,6 +56,7 @@ pub fn from_inventory(inventory: &Inventory, local: &LocalUser) -> Result<Vec<Ss
             identity_file: None,
             proxy_jump: None,
             rail_macs: std::collections::BTreeMap::new(),
+            boot_macs: Vec::new(),
             fake_gpu_devices: false,
             vars: std::collections::BTreeMap::new(),
         };

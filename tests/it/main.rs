@@ -4,6 +4,7 @@ mod baremetal;
 mod cloud;
 mod deploy;
 mod firmware;
+mod inspect;
 mod kube_api;
 mod kube_health;
 mod kube_jobs;

@@ -19,7 +19,7 @@ use toolkit::bmc::{BmcConfig, BmcError, Credentials, PowerState, Redfish, ResetT
 use super::redfish::{METAL_BLUEPRINT, Server, free_port, metal_dir, shown, toolkit_metal, venv_program};
 
 /// Serves `tests/support/mockups/<name>`; `None` when sushy-tools is not installed.
-fn mockup(name: &str) -> Option<Server> {
+pub(crate) fn mockup(name: &str) -> Option<Server> {
     let program = venv_program("sushy-static")?;
     let files = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/mockups").join(name);
     let port = free_port();
@@ -165,35 +165,4 @@ async fn the_plan_shows_pending_values_and_deploy_refuses_to_reset_over_unwanted
     let log = server.log();
     assert!(!log.contains("ComputerSystem.Reset"), "no reset was sent:\n{log}");
     assert!(log.contains("PATCH"), "the settings were written:\n{log}");
-}
-
-/// Inspection reads every part through the links of the recorded DMTF server: CPU2's
-/// socket and DIMM4's slot are `Absent` and not counted, drives come from
-/// `SimpleStorage` (no `Storage` link), and what the mockup does not serve (its
-/// chassis, so no PCIe devices) is reported as not reported, not as zero.
-#[tokio::test]
-async fn inspection_reads_the_dmtf_server_through_its_links() {
-    let Some(server) = mockup("dmtf-rackmount1") else { return };
-    let client = connect(&server).await;
-    let system = client.system().await.expect("one system");
-    let hardware = client.inspect(&system).await.expect("inspects");
-    assert_eq!(hardware.model.as_deref(), Some("3500"));
-    assert_eq!(hardware.serial.as_deref(), Some("437XR1138R2"));
-    assert_eq!(hardware.memory_gib, Some(96.0));
-    let processors: Vec<(&str, Option<&str>)> =
-        hardware.processors.iter().flatten().map(|p| (p.id.as_str(), p.kind.as_deref())).collect();
-    assert_eq!(processors, [("CPU1", Some("CPU")), ("FPGA1", Some("FPGA"))]);
-    assert_eq!(hardware.cpu_sockets(), Some(1), "CPU2 is absent, whatever the summary's count of 2 says");
-    assert_eq!(hardware.cpu_cores(), Some(8));
-    let dimms: Vec<u64> = hardware.dimms.iter().flatten().filter_map(|dimm| dimm.capacity_mib).collect();
-    assert_eq!(dimms, [32768, 32768, 32768]);
-    let drives: Vec<(&str, Option<u64>)> =
-        hardware.drives.iter().flatten().map(|drive| (drive.model.as_deref().unwrap_or(""), drive.capacity_bytes)).collect();
-    assert_eq!(drives, [("3000GT8", Some(8_000_000_000_000)), ("3000GT7", Some(4_000_000_000_000))]);
-    // Permanent MACs first, VLAN1's repeat of its parent's dropped, the host-to-BMC
-    // interface kept (a DHCP pin on it does no harm).
-    assert_eq!(hardware.macs(), ["12:44:6a:3b:04:11", "12:44:6a:3b:88:90", "aa:bb:cc:dd:ee:fe"], "{:?}", hardware.nics);
-    assert_eq!(hardware.pcie, None);
-    assert_eq!(hardware.gpus(), None, "no PCIe data: GPUs cannot be counted through this BMC");
-    assert!(hardware.not_reported.iter().any(|note| note.starts_with("Chassis:")), "{:?}", hardware.not_reported);
 }

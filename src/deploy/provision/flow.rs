@@ -203,7 +203,7 @@ pub fn candidates(
         out.push(Candidate {
             node: node.name.clone(),
             os: os.clone(),
-            expected: Expected::of_group(&model.groups[node.group], declared),
+            expected: Expected::from_group(declared),
             bmc,
             address,
             ssh,
@@ -422,8 +422,8 @@ async fn prepare(run: &Run<'_>, candidate: &Candidate, options: &Options) -> Res
         }
     };
     let verdict = verify::verify(&candidate.expected, &hardware);
-    let macs: Vec<String> = hardware.macs().iter().map(|mac| normalize_mac(mac)).collect();
-    let mismatches: Vec<String> = verdict.mismatches.iter().map(ToString::to_string).collect();
+    let macs: Vec<String> = crate::bmc::inspect::boot_macs(&hardware).iter().map(|mac| normalize_mac(mac)).collect();
+    let mismatches: Vec<String> = verdict.mismatches.iter().map(|mismatch| mismatch.message.clone()).collect();
     let accepted = options.accept_hardware.contains(node);
     run.book.update(node, |record| {
         record.macs.clone_from(&macs);

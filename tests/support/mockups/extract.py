@@ -35,6 +35,12 @@ paths = ['', 'Systems', 'Systems/437XR1138R2', 'Systems/437XR1138R2/Bios', 'Syst
          'Systems/437XR1138R2/EthernetInterfaces', 'Systems/437XR1138R2/EthernetInterfaces/12446A3B0411',
          'Systems/437XR1138R2/EthernetInterfaces/12446A3B8890', 'Systems/437XR1138R2/EthernetInterfaces/ToManager',
          'Systems/437XR1138R2/EthernetInterfaces/VLAN1', 'Systems/437XR1138R2/SecureBoot',
+         # inspection: processors (two CPUs and an FPGA), DIMMs, SimpleStorage (no Storage, no PCIe here)
+         'Systems/437XR1138R2/Processors', 'Systems/437XR1138R2/Processors/CPU1',
+         'Systems/437XR1138R2/Processors/CPU2', 'Systems/437XR1138R2/Processors/FPGA1',
+         'Systems/437XR1138R2/Memory', 'Systems/437XR1138R2/Memory/DIMM1', 'Systems/437XR1138R2/Memory/DIMM2',
+         'Systems/437XR1138R2/Memory/DIMM3', 'Systems/437XR1138R2/Memory/DIMM4',
+         'Systems/437XR1138R2/SimpleStorage', 'Systems/437XR1138R2/SimpleStorage/1',
          'Managers', 'Managers/BMC', 'UpdateService', 'UpdateService/FirmwareInventory',
          'SessionService', 'SessionService/Sessions']
 inv = json.loads(show(dmtf, 'public-rackmount1/UpdateService/FirmwareInventory/index.json'))
