@@ -92,10 +92,15 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
     };
     if let Some((lines, installs)) = &bare_metal {
         if output == OutputFormat::Text {
-            emit(&format!("Bare metal (os):\n{}\n\n", lines.iter().map(|line| format!("  {line}")).collect::<Vec<_>>().join("\n")));
+            emit(&format!(
+                "Bare metal (os):\n{}\n\n",
+                lines.iter().map(|line| format!("  {line}")).collect::<Vec<_>>().join("\n")
+            ));
         }
         if *installs && !args.offline {
-            eprintln!("the hosts' own changes are planned once their OS is installed: `toolkit deploy` installs it first");
+            eprintln!(
+                "the hosts' own changes are planned once their OS is installed: `toolkit deploy` installs it first"
+            );
             return Ok(Status::Changes);
         }
     }
@@ -125,6 +130,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
             pool.close_all().await;
             live_plan
         });
+        let mut live_plan = live_plan;
+        live_plan.plan.leave_out_absent(&mut live_plan.unreachable);
         if !live_plan.unreachable.is_empty() {
             for (host, reason) in &live_plan.unreachable {
                 eprintln!("error: cannot read `{host}`: {reason}");

@@ -56,16 +56,14 @@ pub(crate) fn prepare(
     let relative = |path: &Path| if path.is_absolute() { path.to_owned() } else { base.join(path) };
     let keys_dir = network.host_keys.as_deref().map_or_else(|| base.join(".toolkit/host-keys"), relative);
     let cache = network.cache.as_deref().map_or_else(image::default_cache, relative);
-    let authorized = match &network.authorized_key {
-        Some(path) => relative(path),
-        None => {
-            let identity = inventory
-                .defaults
-                .identity_file
-                .as_deref()
-                .context("`provisioning` needs `authorized_key`, or `defaults.identity_file` whose .pub is installed")?;
-            PathBuf::from(format!("{}.pub", relative(identity).display()))
-        }
+    let authorized = if let Some(path) = &network.authorized_key {
+        relative(path)
+    } else {
+        let identity =
+            inventory.defaults.identity_file.as_deref().context(
+                "`provisioning` needs `authorized_key`, or `defaults.identity_file` whose .pub is installed",
+            )?;
+        PathBuf::from(format!("{}.pub", relative(identity).display()))
     };
     let authorized_key = std::fs::read_to_string(&authorized)
         .with_context(|| format!("the SSH public key for installed nodes, `{}`", authorized.display()))?
@@ -116,7 +114,9 @@ pub(crate) fn stage(
                 for mismatch in mismatches {
                     eprintln!("error: {node}: {mismatch}");
                 }
-                eprintln!("error: {node}: hardware differs from the blueprint: nothing was written to it (`--accept-hardware {node}` goes on)");
+                eprintln!(
+                    "error: {node}: hardware differs from the blueprint: nothing was written to it (`--accept-hardware {node}` goes on)"
+                );
             }
             Outcome::ForeignOs { fingerprint } => {
                 ready = false;
@@ -147,27 +147,24 @@ pub(crate) fn plan_lines(
 ) -> anyhow::Result<Option<(Vec<String>, bool)>> {
     let Some(prepared) = prepare(model, loaded, state_path, &ProvisionArgs::default())? else { return Ok(None) };
     let mut pending = std::collections::BTreeMap::new();
-    match state {
-        Some(state) => {
-            for candidate in &prepared.candidates {
-                let record = state.provisioning.get(&candidate.node);
-                pending.insert(candidate.node.clone(), crate::deploy::provision::plan::from_record(record, false));
-            }
+    if let Some(state) = state {
+        for candidate in &prepared.candidates {
+            let record = state.provisioning.get(&candidate.node);
+            pending.insert(candidate.node.clone(), crate::deploy::provision::plan::from_record(record, false));
         }
-        None => {
-            let probes = live::runtime()?.block_on(async {
-                let probes = prepared.candidates.iter().map(|candidate| async {
-                    let key = crate::deploy::provision::host_keys::ensure(&prepared.keys_dir, &candidate.node)?;
-                    let presence =
-                        flow::probe(candidate, &key, &prepared.keys_dir, std::time::Duration::from_secs(5)).await?;
-                    Ok::<_, anyhow::Error>((candidate.node.clone(), presence))
-                });
-                futures::future::join_all(probes).await
+    } else {
+        let probes = live::runtime()?.block_on(async {
+            let probes = prepared.candidates.iter().map(|candidate| async {
+                let key = crate::deploy::provision::host_keys::ensure(&prepared.keys_dir, &candidate.node)?;
+                let presence =
+                    flow::probe(candidate, &key, &prepared.keys_dir, std::time::Duration::from_secs(5)).await?;
+                Ok::<_, anyhow::Error>((candidate.node.clone(), presence))
             });
-            for probe in probes {
-                let (node, presence) = probe?;
-                pending.insert(node, crate::deploy::provision::plan::from_presence(&presence, false));
-            }
+            futures::future::join_all(probes).await
+        });
+        for probe in probes {
+            let (node, presence) = probe?;
+            pending.insert(node, crate::deploy::provision::plan::from_presence(&presence, false));
         }
     }
     let lines = crate::deploy::provision::plan::lines(&prepared.candidates, &pending);

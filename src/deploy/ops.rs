@@ -186,6 +186,8 @@ async fn locked_deploy<C: Connector, H: NodeHooks>(
         firmware,
     )
     .await;
+    let mut unreachable = unreachable;
+    plan.leave_out_absent(&mut unreachable);
     if let Some(rollout) = &request.rollout {
         plan::disruption::classify(request.graph, &mut plan, &rollout.schedulable, rollout.max_unavailable);
     }

@@ -388,6 +388,30 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Leaves out the targets the inventory does not name at all (`unreachable`
+    /// reasons `no SSH target named …`: a planned switch without an entry, whose
+    /// configs lint says are rendered but cannot be deployed), with a warning, and
+    /// takes them off `unreachable`: they are not part of this deployment.
+    pub fn leave_out_absent(&mut self, unreachable: &mut std::collections::BTreeMap<String, String>) {
+        let absent: Vec<String> = unreachable
+            .iter()
+            .filter(|(_, reason)| reason.starts_with("no SSH target named"))
+            .map(|(host, _)| host.clone())
+            .collect();
+        if absent.is_empty() {
+            return;
+        }
+        self.changes.retain(|change| !absent.iter().any(|host| host == change.target()));
+        self.summary = Summary::of(&self.changes);
+        for host in &absent {
+            unreachable.remove(host);
+        }
+        self.warnings.push(format!(
+            "not deployed: {} (not in the inventory; add them to `switches` to configure them)",
+            absent.join(", ")
+        ));
+    }
+
     /// A plan of `changes` made now from `inputs` against `baseline`, counted; no
     /// warnings and no rollout yet.
     #[must_use]

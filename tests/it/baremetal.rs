@@ -40,7 +40,8 @@ fn repo() -> PathBuf {
 
 /// `toolkit ARGS` inside the lab's network namespace, in `dir`.
 fn toolkit(dir: &Path, lab: &Lab, args: &[&str]) -> Output {
-    let password = std::fs::read_to_string(lab.description["bmc_password_file"].as_str().expect("file")).expect("password");
+    let password =
+        std::fs::read_to_string(lab.description["bmc_password_file"].as_str().expect("file")).expect("password");
     Command::new("ip")
         .args(["netns", "exec", lab.description["netns"].as_str().expect("netns")])
         .arg(env!("CARGO_BIN_EXE_toolkit"))
@@ -113,18 +114,24 @@ fn blank_machines_behind_their_bmcs_become_a_slurm_cluster_through_deploy_alone(
     if crate::os_image::built().is_none() {
         return;
     }
+    let _alone = crate::lab::ONE_LAB_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let _ = vmlab(&["down", LAB]);
     let up = vmlab(&["up", LAB, "2", "1024", "8"]);
     assert!(up.status.success(), "{:?} {}", up.status, text(&up));
     let lab = Lab { description: serde_json::from_slice(&up.stdout).expect("the lab's description") };
-    let disks: Vec<String> =
-        lab.description["vms"].as_array().expect("vms").iter().map(|vm| vm["disk"].as_str().expect("disk").to_owned()).collect();
+    let disks: Vec<String> = lab.description["vms"]
+        .as_array()
+        .expect("vms")
+        .iter()
+        .map(|vm| vm["disk"].as_str().expect("disk").to_owned())
+        .collect();
     let dir = tempfile::tempdir().expect("tempdir");
     workspace(dir.path());
 
     // 1. The blueprint wants 2 GiB; the machines have 1: refused at inspection, nothing written.
     let blueprint = std::fs::read_to_string(dir.path().join("baremetal.yaml")).expect("blueprint");
-    std::fs::write(dir.path().join("bigger.yaml"), blueprint.replace("memory_gib: 1", "memory_gib: 2")).expect("writes");
+    std::fs::write(dir.path().join("bigger.yaml"), blueprint.replace("memory_gib: 1", "memory_gib: 2"))
+        .expect("writes");
     let before: Vec<u64> = disks.iter().map(|disk| written(disk)).collect();
     let refused = toolkit(dir.path(), &lab, &["deploy", "bigger.yaml", "-i", "inventory.yaml", "--yes"]);
     let said = text(&refused);
@@ -155,7 +162,10 @@ fn blank_machines_behind_their_bmcs_become_a_slurm_cluster_through_deploy_alone(
     let started = Instant::now();
     let second = toolkit(dir.path(), &lab, &["deploy", "baremetal.yaml", "-i", "inventory.yaml", "--yes"]);
     let said = text(&second);
-    eprintln!("MEASURE second deploy (vm02 installed, both configured): {:.0} s\n{said}", started.elapsed().as_secs_f64());
+    eprintln!(
+        "MEASURE second deploy (vm02 installed, both configured): {:.0} s\n{said}",
+        started.elapsed().as_secs_f64()
+    );
     assert_eq!(second.status.code(), Some(0), "{said}");
     assert!(said.contains("vm01: installed already (SSH answers with its pinned key)"), "{said}");
     assert!(said.contains("vm02: installed on /dev/vda"), "{said}");

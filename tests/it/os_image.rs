@@ -117,9 +117,15 @@ impl Guest {
     }
 }
 
+/// Guests take both cores under TCG: one VM test, or lab test, at a time.
+fn machine_to_itself() -> std::sync::MutexGuard<'static, ()> {
+    crate::lab::ONE_LAB_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[test]
 fn the_image_boots_from_its_disk_under_bios_and_uefi() {
     let Some(built) = built() else { return };
+    let _alone = machine_to_itself();
     assert_eq!(image::file_sha256(&built.disk).expect("reads"), built.sha256, "the recorded checksum is the disk's");
     for uefi in [false, true] {
         let guest = Guest::boot(&built.disk, uefi, &["-nic", "none"]);
@@ -145,6 +151,7 @@ fn the_agent_installs_a_blank_disk_that_then_boots_and_answers_ssh_with_its_pinn
     use toolkit::deploy::provision::server::{EventKind, Files, NodeBoot, Server};
 
     let Some(built) = built() else { return };
+    let _alone = machine_to_itself();
     let agent = agent::build(built, &cache()).expect("agent");
     let dir = tempfile::tempdir().expect("tempdir");
     let client_key = dir.path().join("id_ed25519");

@@ -35,7 +35,8 @@ vm_mac() { printf '52:54:00:77:00:%02x' $((16 + $1)); }
 up() {
     local count=$1 memory=${2:-1024} disk_gib=${3:-8}
     mkdir -p "$dir"
-    if ! ip netns list | grep -qx "$netns\( (id: [0-9]*)\)\?"; then
+    # (No `grep -q` or `head` after a pipe: an early close is SIGPIPE, fatal under pipefail.)
+    if ! ip netns list | grep -x "$netns\( (id: [0-9]*)\)\?" >/dev/null; then
         ip netns add "$netns"
     fi
     in_ns ip link set lo up
@@ -134,7 +135,7 @@ up() {
 XML
             virsh -c qemu:///system define "$dir/$vm.xml" >/dev/null
         fi
-        uuid=$(virsh -c qemu:///system domuuid "$vm" | head -n1)
+        uuid=$(virsh -c qemu:///system domuuid "$vm" | sed -n 1p)
         local port=$((8000 + k))
         cat > "$dir/$vm.sushy.py" <<CONF
 SUSHY_EMULATOR_LIBVIRT_URI = 'qemu:///system'
@@ -181,7 +182,7 @@ down() {
     for pid in "$dir"/*.sushy.pid; do
         [ -f "$pid" ] && kill "$(cat "$pid")" 2>/dev/null || true
     done
-    if ip netns list | grep -q "^$netns\b"; then
+    if ip netns list | grep "^$netns\b" >/dev/null; then
         # libvirtd and virtlogd of this lab run in its namespace.
         local pids tries=0
         pids=$(ip netns pids "$netns" 2>/dev/null || true)
@@ -205,9 +206,9 @@ link() {
     # By MAC (the tap has no name while the guest is off); kept in the definition so it
     # holds across power cycles, and set live too when the guest runs.
     local vm=$1 state=$2 mac
-    mac=$(virsh -c qemu:///system domiflist "$vm" | awk 'NR > 2 && $5 != "" {print $5; exit}')
+    mac=$(virsh -c qemu:///system domiflist "$vm" | awk 'NR > 2 && $5 != "" && !found {print $5; found = 1}')
     virsh -c qemu:///system domif-setlink "$vm" "$mac" "$state" --config >/dev/null
-    if virsh -c qemu:///system domstate "$vm" | grep -q running; then
+    if [ "$(virsh -c qemu:///system domstate "$vm")" = running ]; then
         virsh -c qemu:///system domif-setlink "$vm" "$mac" "$state" >/dev/null
     fi
 }

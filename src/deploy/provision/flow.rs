@@ -24,9 +24,9 @@ use super::dhcp::{self, DhcpConfig, DhcpEvent, DhcpHost, DhcpMode as DhcpServe, 
 use super::disk::DiskRule;
 use super::host_keys::{self, HostKey};
 use super::image::{self, BuiltImage, ImageSpec};
-use super::server::Files;
 use super::overlay::NodeOverlay;
 use super::progress::{Deadlines, Progress, Seen};
+use super::server::Files;
 use super::server::{Event, EventKind, NodeBoot, Server};
 use super::verify::{self, Expected};
 use crate::blueprint::schema::{BootMode, Distribution, Os};
@@ -376,7 +376,8 @@ pub struct Run<'a> {
 pub async fn run(run: &Run<'_>, candidates: &[Candidate], options: &Options) -> Result<Report, ProvisionError> {
     let mut report = Report::default();
     let mut to_install = Vec::new();
-    let inspected = futures::future::join_all(candidates.iter().map(|candidate| prepare(run, candidate, options))).await;
+    let inspected =
+        futures::future::join_all(candidates.iter().map(|candidate| prepare(run, candidate, options))).await;
     for (candidate, prepared) in candidates.iter().zip(inspected) {
         match prepared? {
             Prepared::Done(outcome) => {
@@ -495,7 +496,10 @@ async fn install_image(
 ) -> Result<Vec<(String, Outcome)>, ProvisionError> {
     let network = run.network;
     let hash = spec.hash();
-    (run.note)("image", &format!("{} {} ({}), cache {}", "building or reusing", spec.suite, &hash[..12], run.cache.display()));
+    (run.note)(
+        "image",
+        &format!("{} {} ({}), cache {}", "building or reusing", spec.suite, &hash[..12], run.cache.display()),
+    );
     let cache = run.cache.clone();
     let recipe = spec.clone();
     let (image, agent): (BuiltImage, AgentFiles) = tokio::task::spawn_blocking(move || -> Result<_, ProvisionError> {
@@ -512,7 +516,9 @@ async fn install_image(
             hostname: candidate.node.clone(),
             boot_macs: installing.macs.clone(),
             address: match network.dhcp {
-                DhcpMode::Dhcp => Some(Ipv4Net::new(candidate.address, network.subnet.prefix_len()).unwrap_or(network.subnet)),
+                DhcpMode::Dhcp => {
+                    Some(Ipv4Net::new(candidate.address, network.subnet.prefix_len()).unwrap_or(network.subnet))
+                }
                 DhcpMode::Proxy => None,
             },
             gateway: network.gateway,
@@ -669,7 +675,8 @@ async fn drive(
     loop {
         if let Some(error) = progress.overdue(started.elapsed(), deadlines, &installing.macs) {
             let _ = redfish.reset(&system, ResetType::ForceOff).await;
-            let step = if progress.last().is_none_or(|seen| *seen < Seen::DhcpRequest) { "network boot" } else { "install" };
+            let step =
+                if progress.last().is_none_or(|seen| *seen < Seen::DhcpRequest) { "network boot" } else { "install" };
             return fail(step, error);
         }
         let seen = match tokio::time::timeout(tick, observed.recv()).await {
@@ -701,7 +708,7 @@ async fn drive(
                     "failed" => return fail("install", format!("the agent failed: {}", detail.unwrap_or_default())),
                     _ => None,
                 },
-                _ => None,
+                EventKind::ImageServed { .. } => None,
             },
             Ok(None) => return fail("install", "the provisioning service stopped".to_owned()),
             Err(_) => None,
@@ -745,7 +752,9 @@ async fn drive(
             Presence::Foreign(fingerprint) => {
                 return fail(
                     "boot from disk",
-                    format!("SSH answered with {fingerprint}, not the key toolkit wrote: is another machine on its address?"),
+                    format!(
+                        "SSH answered with {fingerprint}, not the key toolkit wrote: is another machine on its address?"
+                    ),
                 );
             }
             Presence::Nothing => {}
@@ -775,7 +784,10 @@ async fn power_on_into(
     let power = redfish.power_state(system).await.map_err(|error| error.to_string())?;
     if power != PowerState::Off {
         redfish.reset(system, ResetType::ForceOff).await.map_err(|error| error.to_string())?;
-        redfish.wait_for_power(system, PowerState::Off, Duration::from_mins(1)).await.map_err(|error| error.to_string())?;
+        redfish
+            .wait_for_power(system, PowerState::Off, Duration::from_mins(1))
+            .await
+            .map_err(|error| error.to_string())?;
     }
     let mode = mode.map(|mode| match mode {
         BootMode::Uefi => "UEFI",

@@ -61,6 +61,9 @@ pub struct ImageSpec {
 /// remote access (OpenSSH, sudo), and what deploy's probes run (python3, iproute2).
 const BASE_PACKAGES: &[&str] = &[
     "systemd-sysv",
+    // The system bus: systemd's own tools and Slurm's cgroup/v2 plugin (slurmd asks
+    // systemd for its stepd scope over D-Bus and fails to start without it).
+    "dbus",
     "udev",
     "kmod",
     "initramfs-tools",
