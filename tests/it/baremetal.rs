@@ -179,7 +179,7 @@ fn blank_machines_behind_their_bmcs_become_a_slurm_cluster_through_deploy_alone(
         .arg(&key)
         .arg("-o")
         .arg(format!("UserKnownHostsFile={}", known_hosts.display()))
-        .args(["root@10.77.0.11", "srun -N2 hostname | sort"])
+        .args(["root@10.77.0.11", "timeout 300 srun --immediate=240 -N2 hostname | sort"])
         .output()
         .expect("ssh runs");
     assert!(srun.status.success(), "{}", text(&srun));
