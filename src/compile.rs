@@ -111,6 +111,19 @@ pub fn text_sha256(text: &str) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))
 }
 
+/// Hex SHA-256 over `fields`, each prefixed by its length: no two lists of fields
+/// hash the same text (a recipe's cache key: the lab image, the OS image, the agent).
+pub fn fields_sha256<T: AsRef<str>>(fields: impl IntoIterator<Item = T>) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for field in fields {
+        let text = field.as_ref();
+        hasher.update((text.len() as u64).to_le_bytes());
+        hasher.update(text.as_bytes());
+    }
+    hex::encode(hasher.finalize())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,8 +13,6 @@ use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest as _, Sha256};
-
 use super::image::BuiltImage;
 
 /// The agent (busybox sh), compiled in.
@@ -50,12 +48,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> AgentError + '_ {
 /// # Errors
 /// [`AgentError`] when a file cannot be read or written.
 pub fn build(image: &BuiltImage, cache: &Path) -> Result<AgentFiles, AgentError> {
-    let mut hasher = Sha256::new();
-    for part in [image.id.as_str(), AGENT, UDHCPC] {
-        hasher.update((part.len() as u64).to_le_bytes());
-        hasher.update(part.as_bytes());
-    }
-    let id = hex::encode(hasher.finalize());
+    let id = crate::compile::fields_sha256([image.id.as_str(), AGENT, UDHCPC]);
     let dir = cache.join("agents").join(&id[..16]);
     let initrd = dir.join("initrd.img");
     let files = AgentFiles { kernel: image.kernel.clone(), initrd: initrd.clone() };

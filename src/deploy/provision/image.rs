@@ -112,26 +112,16 @@ impl ImageSpec {
     /// SHA-256 (hex) over the recipe version and every field: the cache key.
     #[must_use]
     pub fn hash(&self) -> String {
-        let mut hasher = Sha256::new();
-        let mut field = |text: &str| {
-            hasher.update((text.len() as u64).to_le_bytes());
-            hasher.update(text.as_bytes());
-        };
-        field(RECIPE);
-        field(match self.distribution {
+        let distribution = match self.distribution {
             Distribution::Debian => "debian",
             Distribution::Ubuntu => "ubuntu",
-        });
-        field(&self.suite);
-        field(&self.mirror);
-        for package in self.all_packages() {
-            field(&package);
-        }
-        field(&self.locale);
-        field(&self.timezone);
-        field(&self.ssh_user);
-        field(PREPARE);
-        hex::encode(hasher.finalize())
+        };
+        let packages = self.all_packages();
+        let fields = [RECIPE, distribution, &self.suite, &self.mirror]
+            .into_iter()
+            .chain(packages.iter().map(String::as_str))
+            .chain([self.locale.as_str(), &self.timezone, &self.ssh_user, PREPARE]);
+        crate::compile::fields_sha256(fields)
     }
 
     /// The debootstrap command line that makes the root at `root`, `.deb`s kept in `debs`.
