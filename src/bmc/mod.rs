@@ -8,6 +8,7 @@
 //! - [`session`]: credentials ([`Sensitive`] never prints) and session/basic authentication.
 //! - [`version`]: vendor firmware versions compared (newer, older, or why not comparable).
 //! - [`inspect`]: the hardware of a system ([`Redfish::inspect`]), each part reported or why not.
+//! - [`virtual_media`]: the system's virtual CD, an ISO inserted and ejected by URL.
 //! - [`error`]: [`BmcError`], naming host, URL and user, never a password.
 //! - [`resources`]: reads the API objects of the desired state (power, boot override,
 //!   BIOS attribute, cloud instance) as they are; their data types are the core's
@@ -19,6 +20,7 @@ pub mod redfish;
 pub mod resources;
 pub mod session;
 pub mod version;
+pub mod virtual_media;
 
 pub use error::BmcError;
 pub use redfish::settings::{BiosSettings, PendingSetting};

@@ -167,6 +167,7 @@ pub(crate) fn plan_lines(
             pending.insert(node, crate::deploy::provision::plan::from_presence(&presence, false));
         }
     }
-    let lines = crate::deploy::provision::plan::lines(&prepared.candidates, &pending);
+    let medium = loaded.inventory.provisioning.as_ref().map(|network| network.boot).unwrap_or_default();
+    let lines = crate::deploy::provision::plan::lines(&prepared.candidates, &pending, medium);
     Ok(Some((lines, crate::deploy::provision::plan::has_changes(&pending))))
 }

@@ -83,6 +83,12 @@ pub struct Provisioning {
     /// information (proxy-DHCP), and the installed nodes keep using DHCP.
     #[serde(default)]
     pub dhcp: DhcpMode,
+    /// How the installer reaches the nodes: `network` (PXE: DHCP, TFTP, HTTP from
+    /// this machine) or `virtual-media` (each node's BMC fetches a boot ISO from this
+    /// machine and shows it as a CD: no DHCP or TFTP on the nodes' network; with
+    /// `dhcp: dhcp` the agent takes the node's inventory address).
+    #[serde(default)]
+    pub boot: BootMedium,
     /// Directory of the SSH host keys toolkit generates for the nodes it installs
     /// (private keys, 0600; default `.toolkit/host-keys` next to the inventory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -111,6 +117,17 @@ const fn default_dhcp_timeout() -> u64 {
 
 const fn default_install_timeout() -> u64 {
     1800
+}
+
+/// How the installer reaches a node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum BootMedium {
+    /// PXE: toolkit's DHCP (or proxy-DHCP) and TFTP, then HTTP.
+    #[default]
+    Network,
+    /// The BMC's virtual CD (Redfish `VirtualMedia.InsertMedia`), then HTTP.
+    VirtualMedia,
 }
 
 /// Who gives installing nodes their addresses.

@@ -30,10 +30,15 @@ say() { echo "toolkit-agent: $*"; }
 
 SERVER=
 MAC=
+ADDRESS=
+GATEWAY=
 for word in $(cat /proc/cmdline); do
     case "$word" in
         toolkit.server=*) SERVER=${word#*=} ;;
         toolkit.mac=*) MAC=${word#*=} ;;
+        # Booted from virtual media, where nothing answers DHCP: the address is given.
+        toolkit.ip=*) ADDRESS=${word#*=} ;;
+        toolkit.gateway=*) GATEWAY=${word#*=} ;;
     esac
 done
 MAC=$(echo "$MAC" | tr 'A-F-' 'a-f:')
@@ -59,7 +64,7 @@ if [ -z "$SERVER" ] || [ -z "$MAC" ]; then
     halt_now
 fi
 
-# The NIC iPXE booted from, by its MAC; DHCP again (the address iPXE had is gone).
+# The NIC named by MAC (the one iPXE booted from, or the boot NIC inspection found).
 IFACE=
 tries=0
 while [ -z "$IFACE" ] && [ $tries -lt 30 ]; do
@@ -75,7 +80,11 @@ if [ -z "$IFACE" ]; then
 fi
 ip link set lo up
 ip link set "$IFACE" up
-if ! udhcpc -i "$IFACE" -s /toolkit/udhcpc.sh -q -n -t 20 -T 3; then
+if [ -n "$ADDRESS" ]; then
+    ip addr add "$ADDRESS" dev "$IFACE"
+    [ -n "$GATEWAY" ] && ip route add default via "$GATEWAY"
+    say "$IFACE: $ADDRESS (given on the command line)"
+elif ! udhcpc -i "$IFACE" -s /toolkit/udhcpc.sh -q -n -t 20 -T 3; then
     say "no DHCP answer on $IFACE"
     halt_now
 fi

@@ -3,8 +3,10 @@
 //! the libvirt driver, known to toolkit only by their BMC addresses. `toolkit
 //! deploy` inspects them, refuses them while the blueprint wants more memory than
 //! they have (nothing written), installs them over PXE (one with its cable cut:
-//! named, the other finishes), resumes the cut one on a rerun, and configures Slurm
-//! on both; `srun -N2 hostname` runs, and the next plan and deploy change nothing.
+//! named, the other finishes), is killed while the cut one writes its image, resumes
+//! it on a rerun, and configures Slurm on both; `srun -N2 hostname` runs. vm02 is
+//! then reinstalled from its BMC's virtual CD with no DHCP server, and the next plan
+//! and deploy change nothing.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -38,20 +40,32 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `toolkit ARGS` inside the lab's network namespace, in `dir`.
-fn toolkit(dir: &Path, lab: &Lab, args: &[&str]) -> Output {
+/// `toolkit ARGS` inside the lab's network namespace, in `dir` (`ip netns exec`
+/// execs it: the child is toolkit itself).
+fn toolkit_command(dir: &Path, lab: &Lab, args: &[&str]) -> Command {
     let password =
         std::fs::read_to_string(lab.description["bmc_password_file"].as_str().expect("file")).expect("password");
-    Command::new("ip")
+    let mut command = Command::new("ip");
+    command
         .args(["netns", "exec", lab.description["netns"].as_str().expect("netns")])
         .arg(env!("CARGO_BIN_EXE_toolkit"))
         .args(args)
         .current_dir(dir)
         .env("TOOLKIT_BMC_USER", "admin")
         .env("TOOLKIT_BMC_PASSWORD", password.trim())
-        .env("TOOLKIT_SSH_PERSIST", "0")
-        .output()
-        .expect("toolkit runs")
+        .env("TOOLKIT_SSH_PERSIST", "0");
+    command
+}
+
+fn toolkit(dir: &Path, lab: &Lab, args: &[&str]) -> Output {
+    toolkit_command(dir, lab, args).output().expect("toolkit runs")
+}
+
+/// What the state file says vm02 was last seen doing while it installs.
+fn last_seen_installing(dir: &Path, node: &str) -> Option<String> {
+    let state: Value = serde_json::from_slice(&std::fs::read(dir.join(".toolkit/baremetal/state.json")).ok()?).ok()?;
+    let record = &state["provisioning"][node];
+    (record["step"] == "installing").then(|| record["last_seen"].as_str().unwrap_or_default().to_owned())
 }
 
 fn text(output: &Output) -> String {
@@ -79,6 +93,21 @@ fn workspace(dir: &Path) {
         .status()
         .expect("ssh-keygen");
     assert!(status.success());
+}
+
+/// `srun -N2 hostname` from vm01, over SSH with the pinned host keys: both answer.
+fn srun_on_both(dir: &Path, lab: &Lab) {
+    let srun = Command::new("ip")
+        .args(["netns", "exec", lab.description["netns"].as_str().expect("netns"), "ssh", "-o", "BatchMode=yes"])
+        .args(["-o", "StrictHostKeyChecking=yes", "-i"])
+        .arg(dir.join(".toolkit/baremetal/id_ed25519"))
+        .arg("-o")
+        .arg(format!("UserKnownHostsFile={}", dir.join(".toolkit/baremetal/known_hosts").display()))
+        .args(["root@10.77.0.11", "timeout 300 srun --immediate=240 -N2 hostname | sort"])
+        .output()
+        .expect("ssh runs");
+    assert!(srun.status.success(), "{}", text(&srun));
+    assert_eq!(String::from_utf8_lossy(&srun.stdout), "vm01\nvm02\n");
 }
 
 fn prerequisites() -> bool {
@@ -156,9 +185,32 @@ fn blank_machines_behind_their_bmcs_become_a_slurm_cluster_through_deploy_alone(
     assert!(shown.contains("Bare metal: 1 of 2 nodes installed and reachable."), "{shown}");
     assert!(shown.contains("vm02         failed since"), "{shown}");
 
-    // 3. The cable back: the rerun installs vm02 only, then configures both.
+    // 3. The cable back, and the deploy killed (SIGKILL: no cleanup of its own) while
+    // vm02 writes its image.
     let mended = vmlab(&["link", LAB, "vm02", "up"]);
     assert!(mended.status.success(), "{}", text(&mended));
+    let log = dir.path().join("killed-deploy.log");
+    let mut killed = toolkit_command(dir.path(), &lab, &["deploy", "baremetal.yaml", "-i", "inventory.yaml", "--yes"])
+        .stdout(std::fs::File::create(&log).expect("log"))
+        .stderr(std::fs::File::create(dir.path().join("killed-deploy.err")).expect("log"))
+        .spawn()
+        .expect("toolkit starts");
+    let started = Instant::now();
+    loop {
+        if last_seen_installing(dir.path(), "vm02").is_some_and(|seen| seen.starts_with("writing the image")) {
+            break;
+        }
+        if let Some(status) = killed.try_wait().expect("polls") {
+            panic!("the deploy ended ({status}) before vm02 wrote its image: {:?}", std::fs::read_to_string(&log));
+        }
+        assert!(started.elapsed().as_secs() < 400, "vm02 never started writing its image");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    killed.kill().expect("kills");
+    let _ = killed.wait();
+    eprintln!("MEASURE deploy killed {:.0} s after its start, vm02 writing its image", started.elapsed().as_secs_f64());
+
+    // The rerun finds vm02 half installed, installs it anew, then configures both.
     let started = Instant::now();
     let second = toolkit(dir.path(), &lab, &["deploy", "baremetal.yaml", "-i", "inventory.yaml", "--yes"]);
     let said = text(&second);
@@ -168,24 +220,40 @@ fn blank_machines_behind_their_bmcs_become_a_slurm_cluster_through_deploy_alone(
     );
     assert_eq!(second.status.code(), Some(0), "{said}");
     assert!(said.contains("vm01: installed already (SSH answers with its pinned key)"), "{said}");
+    assert!(
+        said.contains("vm02: an earlier run stopped while installing it (last seen: writing the image at"),
+        "{said}"
+    );
     assert!(said.contains("vm02: installed on /dev/vda"), "{said}");
 
     // Slurm runs across the two installed machines.
-    let key = dir.path().join(".toolkit/baremetal/id_ed25519");
-    let known_hosts = dir.path().join(".toolkit/baremetal/known_hosts");
-    let srun = Command::new("ip")
-        .args(["netns", "exec", lab.description["netns"].as_str().expect("netns"), "ssh", "-o", "BatchMode=yes"])
-        .args(["-o", "StrictHostKeyChecking=yes", "-i"])
-        .arg(&key)
-        .arg("-o")
-        .arg(format!("UserKnownHostsFile={}", known_hosts.display()))
-        .args(["root@10.77.0.11", "timeout 300 srun --immediate=240 -N2 hostname | sort"])
-        .output()
-        .expect("ssh runs");
-    assert!(srun.status.success(), "{}", text(&srun));
-    assert_eq!(String::from_utf8_lossy(&srun.stdout), "vm01\nvm02\n");
+    srun_on_both(dir.path(), &lab);
 
-    // 4. Nothing left to do: a third deploy installs nothing, and the plan is empty.
+    // 4. vm02 again, from its BMC's virtual CD this time: no DHCP server runs.
+    let inventory = std::fs::read_to_string(dir.path().join("inventory.yaml")).expect("inventory");
+    std::fs::write(
+        dir.path().join("inventory.yaml"),
+        inventory.replace("provisioning:\n", "provisioning:\n  boot: virtual-media\n"),
+    )
+    .expect("writes");
+    let dnsmasq_log = repo().join(".toolkit/os/run/dnsmasq.log");
+    let _ = std::fs::remove_file(&dnsmasq_log);
+    let started = Instant::now();
+    let from_cd = toolkit(
+        dir.path(),
+        &lab,
+        &["deploy", "baremetal.yaml", "-i", "inventory.yaml", "--yes", "--reinstall", "vm02"],
+    );
+    let said = text(&from_cd);
+    eprintln!("MEASURE vm02 reinstalled from virtual media: {:.0} s\n{said}", started.elapsed().as_secs_f64());
+    assert_eq!(from_cd.status.code(), Some(0), "{said}");
+    assert!(said.contains("vm02: powered on from its virtual CD"), "{said}");
+    assert!(said.contains("vm02: boot ISO fetched by its BMC at"), "{said}");
+    assert!(said.contains("vm02: installed on /dev/vda"), "{said}");
+    assert!(!dnsmasq_log.exists(), "no DHCP server ran");
+    srun_on_both(dir.path(), &lab);
+
+    // 5. Nothing left to do: a further deploy installs nothing, and the plan is empty.
     let third = toolkit(dir.path(), &lab, &["deploy", "baremetal.yaml", "-i", "inventory.yaml", "--yes"]);
     let said = text(&third);
     assert_eq!(third.status.code(), Some(0), "{said}");

@@ -190,6 +190,7 @@ fn the_agent_installs_a_blank_disk_that_then_boots_and_answers_ssh_with_its_pinn
         overlay: overlay.tar(),
         expected: None,
         address: None,
+        iso: None,
     };
 
     // A rule no disk meets: refused, nothing written.

@@ -9,6 +9,7 @@
 //! the kernel unpacks archives one after the other, a later file replacing an
 //! earlier one, so appending is enough (no unpacking, no root).
 
+use std::fmt::Write as _;
 use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -41,6 +42,20 @@ pub struct AgentError {
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> AgentError + '_ {
     move |source| AgentError { path: path.to_owned(), source }
+}
+
+/// The kernel command line of a node's agent: the server it reports to, the MAC of
+/// the NIC it uses and, when given, the static address and gateway it configures.
+#[must_use]
+pub fn cmdline(server: &str, mac: &str, address: Option<(ipnet::Ipv4Net, Option<std::net::Ipv4Addr>)>) -> String {
+    let mut out = format!("console=tty0 console=ttyS0,115200 toolkit.server={server} toolkit.mac={mac}");
+    if let Some((address, gateway)) = address {
+        let _ = write!(out, " toolkit.ip={address}");
+        if let Some(gateway) = gateway {
+            let _ = write!(out, " toolkit.gateway={gateway}");
+        }
+    }
+    out
 }
 
 /// The agent of `image`, made once per image and agent script.
@@ -132,6 +147,17 @@ mod tests {
         assert!(text.starts_with("-rwxr-xr-x"), "{text}");
         assert!(text.ends_with("echo hi\n"), "{text}");
         assert!(dir.path().join("toolkit").is_dir());
+    }
+
+    #[test]
+    fn the_command_line_names_server_mac_and_the_static_address_when_given() {
+        let address = Some(("10.77.0.12/24".parse().expect("net"), Some("10.77.0.1".parse().expect("ip"))));
+        assert_eq!(
+            cmdline("http://10.77.0.1:8069", "52:54:00:77:00:12", address),
+            "console=tty0 console=ttyS0,115200 toolkit.server=http://10.77.0.1:8069 toolkit.mac=52:54:00:77:00:12 \
+             toolkit.ip=10.77.0.12/24 toolkit.gateway=10.77.0.1"
+        );
+        assert!(!cmdline("http://s", "m", None).contains("toolkit.ip"), "the site's DHCP gives the address");
     }
 
     #[test]

@@ -281,6 +281,8 @@ impl Dnsmasq {
             let to = paths.tftp.join(file);
             std::fs::copy(&from, &to).map_err(io(&to))?;
         }
+        // A run killed outright leaves its dnsmasq holding the DHCP and TFTP ports.
+        stop_stale(&paths);
         std::fs::write(&paths.config, config.render(dir)).map_err(io(&paths.config))?;
         let _ = std::fs::remove_file(&paths.log);
         let refused = |message: String| DhcpError::Refused { config: paths.config.clone(), message };
@@ -361,6 +363,35 @@ impl Dnsmasq {
     }
 }
 
+/// Stops the dnsmasq a killed run left behind: the one whose pid file is ours and
+/// whose command line names our configuration (a recycled pid is someone else's).
+fn stop_stale(paths: &Paths) {
+    let Some(pid) = std::fs::read_to_string(&paths.pid).ok().and_then(|text| text.trim().parse::<u32>().ok()) else {
+        return;
+    };
+    let Ok(command_line) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return };
+    let ours = format!("--conf-file={}", paths.config.display());
+    if !command_line.split(|&byte| byte == 0).any(|argument| argument == ours.as_bytes()) {
+        return;
+    }
+    let _ = Command::new("kill").arg(pid.to_string()).status();
+    // It releases its sockets as it exits; the new one binds the same ports.
+    for _ in 0..50 {
+        if !running(pid) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = std::fs::remove_file(&paths.pid);
+}
+
+/// Whether `pid` is alive (a zombie is not: its sockets are closed).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X'))
+    })
+}
+
 impl Drop for Dnsmasq {
     fn drop(&mut self) {
         self.kill();
@@ -436,6 +467,41 @@ mod tests {
 
     /// Lines as dnsmasq 2.90 (Debian 12 backports host) logged a VM's network boot in
     /// this project's VM lab; see tests/fixtures/provision/SOURCE.md.
+    /// A process whose command line is `sh -c 'sleep 60; :' --conf-file=<config>`, as
+    /// a dnsmasq of that configuration shows (the `:` keeps sh from becoming sleep).
+    fn pretend_dnsmasq(config: &Path) -> std::process::Child {
+        let argument = format!("--conf-file={}", config.display());
+        let child = Command::new("sh").args(["-c", "sleep 60; :"]).arg(&argument).spawn().expect("sh runs");
+        // Until it has exec'd, the child shows the test's own command line.
+        for _ in 0..100 {
+            let shown = std::fs::read(format!("/proc/{}/cmdline", child.id())).unwrap_or_default();
+            if shown.split(|&byte| byte == 0).any(|word| word == argument.as_bytes()) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        child
+    }
+
+    #[test]
+    fn a_killed_runs_dnsmasq_is_stopped_and_nobody_elses_is() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let paths = Paths::under(dir.path());
+        let mut ours = pretend_dnsmasq(&paths.config);
+        std::fs::write(&paths.pid, format!("{}\n", ours.id())).expect("pid file");
+        stop_stale(&paths);
+        let status = ours.wait().expect("waits");
+        assert!(!status.success(), "stopped by a signal: {status:?}");
+        assert!(!paths.pid.exists());
+
+        let mut other = pretend_dnsmasq(&dir.path().join("someone-else.conf"));
+        std::fs::write(&paths.pid, format!("{}\n", other.id())).expect("pid file");
+        stop_stale(&paths);
+        assert!(other.try_wait().expect("polls").is_none(), "another configuration's process is left alone");
+        let _ = other.kill();
+        let _ = other.wait();
+    }
+
     #[test]
     fn the_log_reads_as_events_per_mac() {
         let log = include_str!("../../../tests/fixtures/provision/dnsmasq-pxe-boot.log");

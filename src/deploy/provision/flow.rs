@@ -24,14 +24,15 @@ use super::dhcp::{self, DhcpConfig, DhcpEvent, DhcpHost, DhcpMode as DhcpServe, 
 use super::disk::DiskRule;
 use super::host_keys::{self, HostKey};
 use super::image::{self, BuiltImage, ImageSpec};
+use super::iso;
 use super::overlay::NodeOverlay;
-use super::progress::{Deadlines, Progress, Seen};
+use super::progress::{Deadlines, Delivery, Progress, Seen};
 use super::server::Files;
 use super::server::{Event, EventKind, NodeBoot, Server};
 use super::verify::{self, Expected};
 use crate::blueprint::schema::{BootMode, Distribution, Os};
 use crate::bmc::redfish::{BmcConfig, BootTarget, PowerState, Redfish, ResetType};
-use crate::inventory::schema::{DhcpMode, Inventory, Provisioning};
+use crate::inventory::schema::{BootMedium, DhcpMode, Inventory, Provisioning};
 use crate::model::Model;
 use crate::plan::state::State;
 use crate::plan::state::provisioning::{NodeProvisioning, ProvisionStep};
@@ -73,6 +74,63 @@ pub enum ProvisionError {
     /// The inventory lacks what provisioning needs.
     #[error("{0}")]
     Inventory(String),
+    /// Another run drives the same nodes from this machine.
+    #[error(
+        "another toolkit run is provisioning from this machine ({holder}); wait for it (its lock is `{}`)",
+        path.display()
+    )]
+    Busy {
+        /// The lock file.
+        path: PathBuf,
+        /// What the lock file says of its holder.
+        holder: String,
+    },
+    /// The lock file could not be made.
+    #[error("provisioning lock `{}`: {source}", path.display())]
+    Lock {
+        /// The lock file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Held while a run drives BMCs and serves network boot: two runs would power the
+/// same machines off under each other and fight over the DHCP port. An OS lock on a
+/// file, so a killed run releases it with its process.
+pub struct RunLock {
+    _file: std::fs::File,
+}
+
+impl RunLock {
+    /// Takes `cache/run.lock`, or says who holds it.
+    ///
+    /// # Errors
+    /// [`ProvisionError::Busy`] when another process holds it.
+    pub fn take(cache: &Path) -> Result<Self, ProvisionError> {
+        let path = cache.join("run.lock");
+        let lock_error = |source| ProvisionError::Lock { path: path.clone(), source };
+        std::fs::create_dir_all(cache).map_err(lock_error)?;
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(lock_error)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let holder = std::fs::read_to_string(&path).unwrap_or_default().trim().to_owned();
+                return Err(ProvisionError::Busy { path, holder });
+            }
+            Err(std::fs::TryLockError::Error(source)) => return Err(lock_error(source)),
+        }
+        let holder = format!("pid {} since {}", std::process::id(), now());
+        let _ = file.set_len(0).and_then(|()| std::io::Write::write_all(&mut file, holder.as_bytes()));
+        Ok(Self { _file: file })
+    }
 }
 
 /// What the caller asks of the run.
@@ -374,6 +432,7 @@ pub struct Run<'a> {
 /// [`ProvisionError`] when the run cannot proceed at all (image build, DHCP or HTTP
 /// server start, state file); a node's own failure is its [`Outcome`].
 pub async fn run(run: &Run<'_>, candidates: &[Candidate], options: &Options) -> Result<Report, ProvisionError> {
+    let _lock = RunLock::take(&run.cache)?;
     let mut report = Report::default();
     let mut to_install = Vec::new();
     let inspected =
@@ -411,6 +470,14 @@ async fn prepare(run: &Run<'_>, candidate: &Candidate, options: &Options) -> Res
     let node = &candidate.node;
     let failed = |step: &str, error: String| Prepared::Done(Outcome::Failed { step: step.to_owned(), error });
     let key = host_keys::ensure(&run.keys_dir, node)?;
+    if let Some(record) = run.book.get(node)
+        && record.step == ProvisionStep::Installing
+    {
+        // A run that was killed (or lost power) left it half way: the disk may be half
+        // written, so it is installed anew unless SSH proves otherwise.
+        let last = record.last_seen.as_deref().unwrap_or("nothing seen yet");
+        (run.note)(node, &format!("an earlier run stopped while installing it (last seen: {last}); resuming"));
+    }
     (run.note)(node, "inspecting through its BMC");
     let hardware = match inspect(&candidate.bmc).await {
         Ok(hardware) => hardware,
@@ -509,9 +576,24 @@ async fn install_image(
     })
     .await
     .map_err(|error| ProvisionError::Inventory(format!("image build stopped: {error}")))??;
+    let base = format!("http://{}:{}", network.address, network.port);
+    let via_cd = network.boot == BootMedium::VirtualMedia;
     let mut boots = Vec::new();
     for installing in nodes {
         let candidate = installing.candidate;
+        let static_address = (network.dhcp == DhcpMode::Dhcp).then(|| {
+            (Ipv4Net::new(candidate.address, network.subnet.prefix_len()).unwrap_or(network.subnet), network.gateway)
+        });
+        let iso = if via_cd {
+            let line = agent::cmdline(&base, &installing.macs[0], static_address);
+            let (files, cache) = (agent.clone(), run.cache.clone());
+            let built = tokio::task::spawn_blocking(move || iso::build(&files, &line, &cache))
+                .await
+                .map_err(|error| ProvisionError::Inventory(format!("boot ISO build stopped: {error}")))??;
+            Some(built)
+        } else {
+            None
+        };
         let overlay = NodeOverlay {
             hostname: candidate.node.clone(),
             boot_macs: installing.macs.clone(),
@@ -534,6 +616,7 @@ async fn install_image(
             overlay: overlay.tar(),
             expected: Some(candidate.expected.in_band()),
             address: (network.dhcp == DhcpMode::Dhcp).then_some(candidate.address),
+            iso,
         });
         run.book.update(&candidate.node, |record| record.image = Some(image.sha256.clone()))?;
     }
@@ -568,11 +651,16 @@ async fn install_image(
         boot_url: server.boot_url(),
     };
     let run_dir = run.cache.join("run");
-    let dnsmasq = match Dnsmasq::start(&dhcp_config, &run_dir) {
-        Ok(dnsmasq) => dnsmasq,
-        Err(error) => {
-            server.stop().await;
-            return Err(error.into());
+    // Virtual media needs nothing on the nodes' network but the HTTP server.
+    let dnsmasq = if via_cd {
+        None
+    } else {
+        match Dnsmasq::start(&dhcp_config, &run_dir) {
+            Ok(dnsmasq) => Some(dnsmasq),
+            Err(error) => {
+                server.stop().await;
+                return Err(error.into());
+            }
         }
     };
     let deadlines = Deadlines {
@@ -590,9 +678,13 @@ async fn install_image(
     for installing in nodes {
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
         senders.push(sender);
-        drivers.push(drive(run, installing, receiver, deadlines));
+        let delivery = if via_cd { Delivery::VirtualMedia } else { Delivery::Network };
+        drivers.push(drive(run, installing, receiver, deadlines, delivery));
     }
-    let mut dhcp_events = dnsmasq.events();
+    let mut dhcp_events = match &dnsmasq {
+        Some(dnsmasq) => dnsmasq.events(),
+        None => tokio::sync::mpsc::unbounded_channel().1,
+    };
     let forward = async {
         loop {
             tokio::select! {
@@ -604,7 +696,7 @@ async fn install_image(
                     }
                     None => break,
                 },
-                event = dhcp_events.recv() => match event {
+                event = dhcp_events.recv(), if dnsmasq.is_some() => match event {
                     Some(event) => {
                         if let Some(&index) = by_mac.get(&normalize_mac(event.mac())) {
                             let _ = senders[index].send(Observed::Dhcp(event));
@@ -619,7 +711,9 @@ async fn install_image(
         outcomes = futures::future::join_all(drivers) => outcomes,
         () = forward => Vec::new(),
     };
-    dnsmasq.stop();
+    if let Some(dnsmasq) = dnsmasq {
+        dnsmasq.stop();
+    }
     server.stop().await;
     let mut out = Vec::new();
     for (installing, outcome) in nodes.iter().zip(outcomes) {
@@ -640,6 +734,7 @@ async fn drive(
     installing: &Installing<'_>,
     mut observed: tokio::sync::mpsc::UnboundedReceiver<Observed>,
     deadlines: Deadlines,
+    delivery: Delivery,
 ) -> Result<Outcome, ProvisionError> {
     let candidate = installing.candidate;
     let node = &candidate.node;
@@ -663,20 +758,49 @@ async fn drive(
         record.step = ProvisionStep::Installing;
         record.last_seen = None;
     })?;
-    if let Err(error) = power_on_into(&redfish, &system, BootTarget::Pxe, candidate.os.boot_mode).await {
+    let started = Instant::now();
+    let mut progress = Progress::via(delivery);
+    let cd = match delivery {
+        Delivery::Network => None,
+        Delivery::VirtualMedia => {
+            let url = format!(
+                "http://{}:{}/media/{}.iso",
+                run.network.address,
+                run.network.port,
+                installing.macs[0].replace(':', "-")
+            );
+            // Off first: some BMCs refuse new media while the machine reads the old.
+            if let Err(error) = power_off(&redfish, &system).await {
+                return fail("power on", error);
+            }
+            let inserted = async {
+                let drive = redfish.virtual_cd(&system).await?;
+                redfish.insert_media(&drive, &url).await?;
+                Ok::<_, crate::bmc::BmcError>(drive)
+            }
+            .await;
+            match inserted {
+                Ok(drive) => Some(drive),
+                Err(error) => return fail("virtual media", error.to_string()),
+            }
+        }
+    };
+    let target = if cd.is_some() { BootTarget::Cd } else { BootTarget::Pxe };
+    if let Err(error) = power_on_into(&redfish, &system, target, candidate.os.boot_mode).await {
         return fail("power on", error);
     }
-    (run.note)(node, "powered on for network boot");
-    let started = Instant::now();
-    let mut progress = Progress::default();
+    (run.note)(node, if cd.is_some() { "powered on from its virtual CD" } else { "powered on for network boot" });
     progress.observe(Seen::PoweredOn, Duration::ZERO);
     let mut disk = String::new();
     let tick = Duration::from_secs(1);
     loop {
         if let Some(error) = progress.overdue(started.elapsed(), deadlines, &installing.macs) {
             let _ = redfish.reset(&system, ResetType::ForceOff).await;
-            let step =
-                if progress.last().is_none_or(|seen| *seen < Seen::DhcpRequest) { "network boot" } else { "install" };
+            let step = match delivery {
+                Delivery::Network if progress.last().is_none_or(|seen| *seen < Seen::DhcpRequest) => "network boot",
+                Delivery::VirtualMedia if progress.last().is_none_or(|seen| *seen < Seen::AgentUp) => "virtual media",
+                _ => "install",
+            };
             return fail(step, error);
         }
         let seen = match tokio::time::timeout(tick, observed.recv()).await {
@@ -688,6 +812,7 @@ async fn drive(
                 DhcpEvent::TftpSent { .. } => Some(Seen::BootLoaderSent),
             },
             Ok(Some(Observed::Http(event))) => match event.kind {
+                EventKind::MediaFetched => Some(Seen::MediaFetched),
                 EventKind::BootScript => Some(Seen::ScriptFetched),
                 EventKind::KernelFetched => Some(Seen::KernelFetched),
                 EventKind::InitrdFetched => Some(Seen::AgentFetched),
@@ -740,6 +865,12 @@ async fn drive(
         }
     }
     progress.observe(Seen::PoweredOff, started.elapsed());
+    if let Some(drive) = &cd
+        && let Err(error) = redfish.eject_media(drive).await
+    {
+        // The one-time boot from disk comes first anyway; an ISO left in is untidy, not wrong.
+        (run.note)(node, &format!("could not eject the virtual CD: {error}"));
+    }
     if let Err(error) = power_on_into(&redfish, &system, BootTarget::Hdd, candidate.os.boot_mode).await {
         return fail("boot from disk", error);
     }
@@ -774,13 +905,8 @@ async fn drive(
     Ok(Outcome::Installed { seconds, disk })
 }
 
-/// Off (if on), a one-time boot from `target`, on.
-async fn power_on_into(
-    redfish: &Redfish,
-    system: &str,
-    target: BootTarget,
-    mode: Option<BootMode>,
-) -> Result<(), String> {
+/// Off, if it is on.
+async fn power_off(redfish: &Redfish, system: &str) -> Result<(), String> {
     let power = redfish.power_state(system).await.map_err(|error| error.to_string())?;
     if power != PowerState::Off {
         redfish.reset(system, ResetType::ForceOff).await.map_err(|error| error.to_string())?;
@@ -789,10 +915,38 @@ async fn power_on_into(
             .await
             .map_err(|error| error.to_string())?;
     }
+    Ok(())
+}
+
+/// Off (if on), a one-time boot from `target`, on.
+async fn power_on_into(
+    redfish: &Redfish,
+    system: &str,
+    target: BootTarget,
+    mode: Option<BootMode>,
+) -> Result<(), String> {
+    power_off(redfish, system).await?;
     let mode = mode.map(|mode| match mode {
         BootMode::Uefi => "UEFI",
         BootMode::Legacy => "Legacy",
     });
     redfish.boot_once_in(system, target, mode).await.map_err(|error| error.to_string())?;
     redfish.reset(system, ResetType::On).await.map_err(|error| error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_run_at_a_time_and_a_finished_run_frees_the_lock() {
+        let cache = tempfile::tempdir().expect("tempdir");
+        let held = RunLock::take(cache.path()).expect("free");
+        let Err(ProvisionError::Busy { holder, .. }) = RunLock::take(cache.path()) else {
+            panic!("a second run is refused while the first holds the lock");
+        };
+        assert!(holder.starts_with(&format!("pid {} since ", std::process::id())), "{holder}");
+        drop(held);
+        RunLock::take(cache.path()).expect("free again once the first is gone");
+    }
 }

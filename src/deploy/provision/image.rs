@@ -197,7 +197,7 @@ pub enum ImageError {
     NoKernel(PathBuf),
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ImageError + '_ {
+pub(super) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ImageError + '_ {
     move |source| ImageError::Io { path: path.to_owned(), source }
 }
 
@@ -263,13 +263,13 @@ fn read_manifest(path: &Path) -> Option<BuiltImage> {
 }
 
 /// Runs build steps, each logged; a failure names the step and the log.
-struct Steps<'a> {
-    log: &'a mut File,
-    log_path: &'a Path,
+pub(super) struct Steps<'a> {
+    pub(super) log: &'a mut File,
+    pub(super) log_path: &'a Path,
 }
 
 impl Steps<'_> {
-    fn run(&mut self, mut command: Command, hint: &'static str) -> Result<String, ImageError> {
+    pub(super) fn run(&mut self, mut command: Command, hint: &'static str) -> Result<String, ImageError> {
         let program = command.get_program().to_string_lossy().into_owned();
         let _ = writeln!(self.log, "$ {program} {}", shell_words(&command));
         let output = command.stdin(Stdio::null()).output().map_err(|error| {

@@ -14,6 +14,7 @@
 //! - [`server`]: the HTTP server iPXE and the agent talk to; [`progress`]: what was seen of each node.
 //! - [`host_keys`]: each node's SSH host key, generated and pinned before its first boot.
 //! - [`dhcp`]: dnsmasq as DHCP/proxy-DHCP + TFTP for network boot, and its log.
+//! - [`iso`]: the per-node boot ISO a BMC inserts as virtual media (no DHCP needed).
 
 pub mod agent;
 pub mod dhcp;
@@ -21,6 +22,7 @@ pub mod disk;
 pub mod flow;
 pub mod host_keys;
 pub mod image;
+pub mod iso;
 pub mod overlay;
 pub mod plan;
 pub mod progress;

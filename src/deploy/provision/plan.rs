@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 
 use super::flow::{Candidate, Presence, disk_rule, image_spec};
 use crate::blueprint::schema::{Distribution, Os, OsDisk};
+use crate::inventory::schema::BootMedium;
 use crate::model::hostlist;
 use crate::plan::state::provisioning::{NodeProvisioning, ProvisionStep};
 
@@ -80,7 +81,11 @@ pub fn disk_text(disk: &OsDisk) -> String {
 
 /// The plan lines, one per (action, OS, image, disk rule), nodes folded.
 #[must_use]
-pub fn lines(candidates: &[Candidate], pending: &BTreeMap<String, Pending>) -> Vec<String> {
+pub fn lines(candidates: &[Candidate], pending: &BTreeMap<String, Pending>, medium: BootMedium) -> Vec<String> {
+    let over = match medium {
+        BootMedium::Network => "pxe",
+        BootMedium::VirtualMedia => "virtual media",
+    };
     let mut groups: BTreeMap<(Pending, String, String, String), Vec<&str>> = BTreeMap::new();
     for candidate in candidates {
         let Some(action) = pending.get(&candidate.node) else { continue };
@@ -97,7 +102,7 @@ pub fn lines(candidates: &[Candidate], pending: &BTreeMap<String, Pending>) -> V
         let _ = match action {
             Pending::Install => write!(
                 line,
-                "+ os {os} on {hosts}  (install over pxe, image {recipe}, disk {rule})  destructive: the disk is erased"
+                "+ os {os} on {hosts}  (install over {over}, image {recipe}, disk {rule})  destructive: the disk is erased"
             ),
             Pending::Reinstall => write!(
                 line,

@@ -13,8 +13,10 @@ use std::time::Duration;
 /// One thing seen on a node's way from power-on to SSH, in boot order.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Seen {
-    /// The BMC accepted the power-on with the one-time network boot.
+    /// The BMC accepted the power-on with the one-time network (or CD) boot.
     PoweredOn,
+    /// Its BMC fetched the boot ISO (virtual media; there is no DHCP then).
+    MediaFetched,
     /// A DHCP request from one of its MACs.
     DhcpRequest,
     /// DHCP gave it an address.
@@ -51,6 +53,7 @@ impl fmt::Display for Seen {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::PoweredOn => formatter.write_str("powered on for network boot"),
+            Self::MediaFetched => formatter.write_str("boot ISO fetched by its BMC"),
             Self::DhcpRequest => formatter.write_str("DHCP request seen"),
             Self::LeaseGiven(address) => write!(formatter, "lease {address} given"),
             Self::BootLoaderSent => formatter.write_str("iPXE sent over TFTP"),
@@ -79,13 +82,30 @@ pub struct Deadlines {
     pub install: Duration,
 }
 
+/// How the installer reaches the node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Delivery {
+    /// PXE: DHCP, TFTP, then HTTP.
+    #[default]
+    Network,
+    /// The BMC's virtual CD: nothing on the network until the agent reports.
+    VirtualMedia,
+}
+
 /// A node's progress: the furthest step seen and when.
 #[derive(Debug, Clone, Default)]
 pub struct Progress {
     last: Option<(Seen, Duration)>,
+    delivery: Delivery,
 }
 
 impl Progress {
+    /// A node's progress, installed through `delivery`.
+    #[must_use]
+    pub fn via(delivery: Delivery) -> Self {
+        Self { last: None, delivery }
+    }
+
     /// Records `seen` at `elapsed` since power-on. Steps only move forward: a DHCP
     /// renewal seen while the agent writes does not take the node back.
     pub fn observe(&mut self, seen: Seen, elapsed: Duration) {
@@ -109,6 +129,19 @@ impl Progress {
     /// The error once a deadline has passed at `elapsed`, or `None` while there is time.
     #[must_use]
     pub fn overdue(&self, elapsed: Duration, deadlines: Deadlines, macs: &[String]) -> Option<String> {
+        if self.delivery == Delivery::VirtualMedia {
+            // The first deadline is the agent's first word: there is no DHCP to see.
+            let heard = self.last().is_some_and(|seen| *seen >= Seen::AgentUp);
+            if !heard && elapsed >= deadlines.dhcp {
+                let last = self.last_seen().unwrap_or_else(|| "nothing".to_owned());
+                return Some(format!(
+                    "the agent on the virtual CD never reported within {} s of power-on (last seen: {last}): did \
+                     it boot from the CD (boot order, Secure Boot), and can {} reach the provisioning server?",
+                    deadlines.dhcp.as_secs(),
+                    macs.first().map_or("its NIC", String::as_str),
+                ));
+            }
+        }
         let reached_dhcp = self.last().is_some_and(|seen| *seen >= Seen::DhcpRequest);
         if !reached_dhcp && elapsed >= deadlines.dhcp {
             return Some(format!(
@@ -124,6 +157,7 @@ impl Progress {
         let last = self.last_seen().unwrap_or_else(|| "nothing".to_owned());
         let hint = match self.last() {
             None | Some(Seen::PoweredOn) => "the BMC powered it on but nothing was heard from it",
+            Some(Seen::MediaFetched) => "it never booted the agent from the virtual CD: see the node's console",
             Some(Seen::DhcpRequest) => "DHCP saw it but gave no lease: is its MAC the one inspection recorded?",
             Some(Seen::LeaseGiven(_) | Seen::BootLoaderSent) => {
                 "it got an address but iPXE never asked for its boot script: TFTP or the HTTP port blocked?"
@@ -176,6 +210,21 @@ mod tests {
         assert_eq!(progress.overdue(Duration::from_mins(10), DEADLINES, &macs()), None);
         let error = progress.overdue(Duration::from_mins(30), DEADLINES, &macs()).expect("overdue");
         assert!(error.contains("last seen: kernel fetched at 14 s; the agent never reported"), "{error}");
+    }
+
+    #[test]
+    fn virtual_media_waits_for_the_agent_not_for_dhcp() {
+        let mut progress = Progress::via(Delivery::VirtualMedia);
+        progress.observe(Seen::PoweredOn, Duration::ZERO);
+        progress.observe(Seen::MediaFetched, Duration::from_secs(2));
+        let error = progress.overdue(Duration::from_mins(3), DEADLINES, &macs()).expect("overdue");
+        assert!(
+            error.starts_with("the agent on the virtual CD never reported within 180 s of power-on (last seen: boot ISO fetched by its BMC at 2 s)"),
+            "{error}"
+        );
+        assert!(!error.contains("DHCP"), "{error}");
+        progress.observe(Seen::AgentUp, Duration::from_secs(40));
+        assert_eq!(progress.overdue(Duration::from_mins(10), DEADLINES, &macs()), None, "heard from: no DHCP wanted");
     }
 
     #[test]

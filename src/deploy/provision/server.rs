@@ -10,6 +10,7 @@
 //! - `GET /boot/<mac>.ipxe`: the agent's kernel and initrd for a node being
 //!   installed, `exit` (boot the next device) for any other machine;
 //! - `GET /agent/<mac>/vmlinuz`, `/agent/<mac>/initrd.img`, `/image/<mac>/disk.img`;
+//! - `GET /media/<mac>.iso`: the node's boot ISO, fetched by its BMC (virtual media);
 //! - `POST /agent/<mac>/inventory`: the agent's hardware report; the answer chooses
 //!   the disk (or refuses), as `key=value` lines busybox sh reads;
 //! - `POST /agent/<mac>/progress`: `step=…` and `detail=…` lines;
@@ -148,6 +149,8 @@ pub struct NodeBoot {
     /// The address DHCP gives it, when toolkit's DHCP does: only that address gets
     /// its overlay.
     pub address: Option<Ipv4Addr>,
+    /// Its boot ISO, when its BMC boots it from virtual media.
+    pub iso: Option<PathBuf>,
 }
 
 /// The files every node boots and receives.
@@ -170,6 +173,8 @@ pub struct Files {
 /// What happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EventKind {
+    /// Its BMC fetched the node's boot ISO (virtual media).
+    MediaFetched,
     /// iPXE fetched the node's boot script.
     BootScript,
     /// iPXE fetched the agent's kernel.
@@ -384,9 +389,10 @@ async fn serve(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) -> std:
             // In URLs the MAC is written with hyphens: iPXE escapes a colon in a path.
             // Debian 12's iPXE (EFI) needs the initrd named, and named on the command line.
             let path = mac.replace(':', "-");
+            let cmdline = super::agent::cmdline(&base, &mac, None);
             let script = format!(
-                "#!ipxe\nkernel {base}/agent/{path}/vmlinuz initrd=agent.img toolkit.server={base} toolkit.mac={mac} \
-                 console=tty0 console=ttyS0,115200\ninitrd --name agent.img {base}/agent/{path}/initrd.img\nboot\n"
+                "#!ipxe\nkernel {base}/agent/{path}/vmlinuz initrd=agent.img {cmdline}\n\
+                 initrd --name agent.img {base}/agent/{path}/initrd.img\nboot\n"
             );
             respond(&mut stream, "200 OK", "text/plain", script.as_bytes()).await
         }
@@ -399,6 +405,12 @@ async fn serve(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) -> std:
             };
             emit(node, &mac, kind);
             send_file(&mut stream, path).await.map(drop)
+        }
+        ("GET", ["media", file]) => {
+            let Some((node, mac)) = node_of(file.trim_end_matches(".iso")) else { return not_found(&mut stream).await };
+            let Some(iso) = &node.iso else { return not_found(&mut stream).await };
+            emit(node, &mac, EventKind::MediaFetched);
+            send_file(&mut stream, iso).await.map(drop)
         }
         ("GET", ["image", mac, "disk.img"]) => {
             let Some((node, mac)) = node_of(mac) else { return not_found(&mut stream).await };
@@ -513,7 +525,7 @@ mod tests {
         let files = Files {
             kernel: kernel.clone(),
             initrd: kernel.clone(),
-            image: kernel,
+            image: kernel.clone(),
             image_size: 12,
             image_sha256: "ab".repeat(32),
             root_partition: 2,
@@ -525,6 +537,7 @@ mod tests {
             overlay: b"overlay".to_vec(),
             expected: Some(InBand { gpus: Some(0), memory_gib: Some(1) }),
             address: Some(Ipv4Addr::LOCALHOST),
+            iso: Some(kernel),
         };
         let (server, mut events) =
             Server::start("127.0.0.1:0".parse().expect("addr"), "127.0.0.1:0", files, vec![node])
@@ -534,6 +547,10 @@ mod tests {
         assert!(server.boot_url().ends_with(&format!(":{}/boot.ipxe", address.port())));
         let chain = request(address, "GET", "/boot.ipxe", "").await;
         assert!(chain.contains("chain http://127.0.0.1:") && chain.contains("/boot/${mac:hexhyp}.ipxe"), "{chain}");
+        let media = request(address, "GET", "/media/52-54-00-77-00-11.iso", "").await;
+        assert!(media.ends_with("\r\n\r\nkernel bytes"), "the node's ISO: {media}");
+        let unknown = request(address, "GET", "/media/52-54-00-99-99-99.iso", "").await;
+        assert!(unknown.starts_with("HTTP/1.1 404"), "{unknown}");
         let other = request(address, "GET", "/boot/52-54-00-99-99-99.ipxe", "").await;
         assert!(other.ends_with("#!ipxe\nexit\n"), "{other}");
         let script = request(address, "GET", "/boot/52-54-00-77-00-11.ipxe", "").await;
@@ -560,6 +577,7 @@ mod tests {
         assert_eq!(
             seen,
             [
+                "MediaFetched",
                 "BootScript",
                 "KernelFetched",
                 "inventory Some(\"/dev/vda\")",

@@ -42,7 +42,10 @@ paths = ['', 'Systems', 'Systems/437XR1138R2', 'Systems/437XR1138R2/Bios', 'Syst
          'Systems/437XR1138R2/Memory/DIMM3', 'Systems/437XR1138R2/Memory/DIMM4',
          'Systems/437XR1138R2/SimpleStorage', 'Systems/437XR1138R2/SimpleStorage/1',
          'Managers', 'Managers/BMC', 'UpdateService', 'UpdateService/FirmwareInventory',
-         'SessionService', 'SessionService/Sessions']
+         'SessionService', 'SessionService/Sessions',
+         # virtual media: a CD (the boot ISO goes there) and a removable-media drive
+         'Systems/437XR1138R2/VirtualMedia', 'Systems/437XR1138R2/VirtualMedia/CD1',
+         'Systems/437XR1138R2/VirtualMedia/Floppy1']
 inv = json.loads(show(dmtf, 'public-rackmount1/UpdateService/FirmwareInventory/index.json'))
 paths += [m['@odata.id'][len('/redfish/v1/'):] for m in inv['Members']]
 for p in paths:
