@@ -383,7 +383,7 @@ fn api_stage(args: &Args, blueprint: &Path, inventory: Option<&Path>) -> anyhow:
             Some(path) => State::load(path, &cluster)?,
             None => State::empty(&cluster),
         };
-        let report = if plan.summary.has_changes() {
+        let applied = if plan.summary.has_changes() {
             if !args.apply.yes && !confirm()? {
                 eprintln!("deploy cancelled; nothing was changed");
                 return Ok(Status::Error);
@@ -403,6 +403,10 @@ fn api_stage(args: &Args, blueprint: &Path, inventory: Option<&Path>) -> anyhow:
             let graph = &compiled.graph;
             deploy::api::apply(graph, &plan, &loaded.inventory, inventory_path, Path::new("."), 1, false).await
         };
+        for note in &applied.notes {
+            eprintln!("{note}");
+        }
+        let report = applied.report;
         save_state(state_path.as_deref(), deploy::api::record(previous, &compiled.graph, &plan, &report))?;
         // The table shows each host's first problem on one line; the BMC's whole
         // message (its `@Message.ExtendedInfo`, what is queued) goes here.
@@ -611,12 +615,14 @@ fn save_state(path: Option<&Path>, mut state: State) -> anyhow::Result<()> {
 fn progress()
 -> (tokio::sync::mpsc::UnboundedSender<apply::ResourceOutcome>, tokio::task::JoinHandle<()>, indicatif::ProgressBar) {
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<apply::ResourceOutcome>();
-    let interactive = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let interactive = super::log::interactive();
+    let lines = !interactive && !super::log::quiet();
     let bar = if interactive {
         let bar = indicatif::ProgressBar::new(0);
         if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} [{elapsed}] {bar:30} {pos}/{len} {msg}") {
             bar.set_style(style);
         }
+        super::log::above(&bar);
         bar
     } else {
         indicatif::ProgressBar::hidden()
@@ -633,7 +639,7 @@ fn progress()
                 }
                 // Without a terminal (CI, a log file) each change is a line, as Terraform
                 // and Ansible print them: the log shows how far a deploy got.
-                Outcome::Changed if !interactive => eprintln!("changed: {}", event.id),
+                Outcome::Changed if lines => eprintln!("changed: {}", event.id),
                 _ => {}
             }
         }

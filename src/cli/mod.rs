@@ -9,6 +9,7 @@ mod inspect;
 mod lab;
 mod lint;
 mod live;
+mod log;
 mod parse;
 mod plan;
 mod provision;
@@ -36,6 +37,13 @@ pub struct Cli {
     /// The command.
     #[command(subcommand)]
     pub command: Command,
+    /// More on stderr: `-v` debug messages, `-vv` trace, `-vvv` every crate's trace
+    /// (`RUST_LOG`, when set, decides instead).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Errors only on stderr: no warnings, no progress bars.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
 }
 
 /// Commands.
@@ -112,6 +120,7 @@ impl From<Status> for ExitCode {
 #[must_use]
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
+    log::install(log::Verbosity { quiet: cli.quiet, verbose: cli.verbose });
     let status = match cli.command {
         Command::Lint(args) => lint::run(&args),
         Command::Schema(args) => schema::run(&args),

@@ -8,7 +8,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -268,12 +267,13 @@ fn default_results_path(cluster: &str, started: jiff::Timestamp) -> PathBuf {
 /// Progress on stderr: a bar per validator on a terminal, one line per finished
 /// validator otherwise.
 fn progress_printer() -> Arc<dyn Fn(&Progress) + Send + Sync> {
-    let interactive = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let interactive = super::log::interactive();
     let bar = if interactive {
         let bar = indicatif::ProgressBar::new(0);
         if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} [{elapsed}] {msg} {bar:30} {pos}/{len}") {
             bar.set_style(style);
         }
+        super::log::above(&bar);
         bar
     } else {
         indicatif::ProgressBar::hidden()
@@ -288,7 +288,9 @@ fn progress_printer() -> Arc<dyn Fn(&Progress) + Send + Sync> {
         Progress::Finished { id, verdict, seconds } => {
             let line = format!("validate: {id} {verdict} ({seconds:.1} s)");
             if bar.is_hidden() {
-                eprintln!("{line}");
+                if !super::log::quiet() {
+                    eprintln!("{line}");
+                }
             } else {
                 bar.println(line);
             }

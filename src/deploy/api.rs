@@ -330,6 +330,10 @@ pub fn firmware_warnings(
 /// Afterwards the cloud hosts file is rewritten from the cluster's instances. Then
 /// the Kubernetes objects ([`kube::apply`]; `force_conflicts` takes over fields
 /// other managers own).
+///
+/// What is not a resource's outcome — instances terminated, the hosts file written,
+/// objects still finalizing — comes back as notes for the caller to show; problems
+/// outside any resource are logged.
 pub async fn apply(
     graph: &ResourceGraph,
     plan: &Plan,
@@ -338,7 +342,7 @@ pub async fn apply(
     base: &Path,
     parallel: usize,
     force_conflicts: bool,
-) -> ApplyReport {
+) -> Applied {
     let by_id: BTreeMap<&str, &Change> = plan.changes.iter().map(|change| (change.id.as_str(), change)).collect();
     let mut work: BTreeMap<String, Vec<(usize, &ApiDesired, &Change)>> = BTreeMap::new();
     let mut cloud_work: Vec<(usize, &ApiDesired, &Change)> = Vec::new();
@@ -373,15 +377,25 @@ pub async fn apply(
         .flat_map(futures::stream::iter)
         .collect()
         .await;
+    let mut notes = Vec::new();
     let has_cloud = !cloud_work.is_empty() || plan.changes.iter().any(|c| c.kind() == "instance");
     if has_cloud && let Some(cloud) = &inventory.cloud {
-        outcomes.extend(apply_cloud(cloud, base, inventory_path, inventory, &plan.cluster, &cloud_work, plan).await);
+        outcomes.extend(apply_cloud(cloud, base, inventory_path, inventory, &cloud_work, plan, &mut notes).await);
     }
-    outcomes.extend(kube::apply(graph, plan, inventory, base, force_conflicts).await);
+    outcomes.extend(kube::apply(graph, plan, inventory, base, force_conflicts, &mut notes).await);
     let order: BTreeMap<usize, usize> =
         graph.ordered().enumerate().map(|(position, index)| (index, position)).collect();
     outcomes.sort_by_key(|outcome| order.get(&outcome.index).copied().unwrap_or(usize::MAX));
-    ApplyReport { outcomes, cancelled: false, aborted: false }
+    Applied { report: ApplyReport { outcomes, cancelled: false, aborted: false }, notes }
+}
+
+/// What [`apply`] did.
+#[derive(Debug)]
+pub struct Applied {
+    /// Each API resource's outcome.
+    pub report: ApplyReport,
+    /// For the user, one line each: what happened besides the resources' outcomes.
+    pub notes: Vec<String>,
 }
 
 fn outcome(index: usize, item: &ApiDesired, outcome: Outcome, started: Instant) -> ResourceOutcome {
@@ -441,7 +455,7 @@ async fn apply_bmc(
         // to apply.
         let overwritten = settle_bios(&redfish, &system, bios.wanted).await?;
         for setting in overwritten.iter().filter(|setting| setting.wanted.is_none()) {
-            eprintln!("{host}: BIOS value pending on the BMC and not in the blueprint set back: {setting}");
+            tracing::warn!(host, "BIOS value pending on the BMC and not in the blueprint set back: {setting}");
         }
         Ok::<_, BmcError>((redfish, system))
     }
@@ -533,10 +547,11 @@ async fn apply_cloud(
     base: &Path,
     inventory_path: &Path,
     inventory: &Inventory,
-    cluster: &str,
     steps: &[(usize, &ApiDesired, &Change)],
     plan: &Plan,
+    notes: &mut Vec<String>,
 ) -> Vec<ResourceOutcome> {
+    let cluster = plan.cluster.as_str();
     let mut out = Vec::new();
     let ec2 = match ec2(cloud, base) {
         Ok(ec2) => ec2,
@@ -545,7 +560,7 @@ async fn apply_cloud(
                 out.push(outcome(*index, item, Outcome::Failed { error }, Instant::now()));
                 finish_after_failure(steps, 1, item, &mut out);
             } else {
-                eprintln!("error: cloud: {error}");
+                tracing::error!("cloud: {error}");
             }
             return out;
         }
@@ -584,8 +599,10 @@ async fn apply_cloud(
             }
         }
     }
-    if let Err(error) = terminate_removed(&ec2, cluster, plan).await {
-        eprintln!("error: terminating instances no longer in the blueprint: {error}");
+    match terminate_removed(&ec2, cluster, plan).await {
+        Ok(0) => {}
+        Ok(terminated) => notes.push(format!("terminated {terminated} instance(s) no longer in the blueprint")),
+        Err(error) => tracing::error!("terminating instances no longer in the blueprint: {error}"),
     }
     if !started_ids.is_empty() {
         let waited = ec2.wait_running(&started_ids, WAIT, Duration::from_secs(2)).await;
@@ -598,15 +615,15 @@ async fn apply_cloud(
         }
     }
     match write_hosts(&ec2, cloud, inventory_path, inventory, cluster).await {
-        Ok(path) => eprintln!("cloud hosts written to {}", path.display()),
-        Err(error) => eprintln!("error: cannot record the cloud hosts: {error}"),
+        Ok(path) => notes.push(format!("cloud hosts written to {}", path.display())),
+        Err(error) => tracing::error!("cannot record the cloud hosts: {error}"),
     }
     out
 }
 
 /// Terminates the cluster's instances the plan removes (nodes no longer in the
-/// blueprint), found again by tag so only this cluster's are touched.
-async fn terminate_removed(ec2: &Ec2, cluster: &str, plan: &Plan) -> Result<(), crate::cloud::CloudError> {
+/// blueprint), found again by tag so only this cluster's are touched; how many.
+async fn terminate_removed(ec2: &Ec2, cluster: &str, plan: &Plan) -> Result<usize, crate::cloud::CloudError> {
     let removed: BTreeSet<&str> = plan
         .changes
         .iter()
@@ -614,7 +631,7 @@ async fn terminate_removed(ec2: &Ec2, cluster: &str, plan: &Plan) -> Result<(), 
         .map(|change| change.id.as_str())
         .collect();
     if removed.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
     let ids: Vec<String> = ec2
         .cluster_instances(cluster)
@@ -628,9 +645,8 @@ async fn terminate_removed(ec2: &Ec2, cluster: &str, plan: &Plan) -> Result<(), 
         .collect();
     if !ids.is_empty() {
         ec2.terminate_instances(&ids).await?;
-        eprintln!("terminated {} instance(s) no longer in the blueprint", ids.len());
     }
-    Ok(())
+    Ok(ids.len())
 }
 
 /// Runs one node; a node whose type or image changed is terminated first.

@@ -240,13 +240,16 @@ pub fn plan(changes: &mut Vec<Change>, graph: &ResourceGraph, observation: &Kube
 }
 
 /// Applies the plan's Kubernetes creates and updates in graph order (one whose
-/// dependency failed is skipped), then deletes its Kubernetes removals.
+/// dependency failed is skipped), then deletes its Kubernetes removals. Removals are
+/// no resources of the graph: an object still finalizing is added to `notes`, a
+/// failed deletion logged as an error.
 pub async fn apply(
     graph: &ResourceGraph,
     plan: &Plan,
     inventory: &Inventory,
     base: &Path,
     force_conflicts: bool,
+    notes: &mut Vec<String>,
 ) -> Vec<ResourceOutcome> {
     let by_id: BTreeMap<&str, &Change> = plan.changes.iter().map(|change| (change.id.as_str(), change)).collect();
     let position: BTreeMap<usize, usize> = graph.ordered().enumerate().map(|(at, index)| (index, at)).collect();
@@ -270,7 +273,7 @@ pub async fn apply(
             if let Some((index, object)) = work.iter().find(|(_, object)| changing(&id_of(object))) {
                 out.push(outcome(*index, object, Outcome::Failed { error: error.to_string() }, Instant::now()));
             } else {
-                eprintln!("error: kubernetes: {error}");
+                tracing::error!("kubernetes: {error}");
             }
             return out;
         }
@@ -302,8 +305,8 @@ pub async fn apply(
         let Some(path) = removal_path(change) else { continue };
         match kube.delete(&path, false).await {
             Ok(Deleted::Deleted | Deleted::Absent) => {}
-            Ok(Deleted::Finalizing) => eprintln!("{}: deleted, its finalizers still run", change.name),
-            Err(error) => eprintln!("error: deleting {}: {error}", change.name),
+            Ok(Deleted::Finalizing) => notes.push(format!("{}: deleted, its finalizers still run", change.name)),
+            Err(error) => tracing::error!("deleting {}: {error}", change.name),
         }
     }
     out

@@ -618,14 +618,18 @@ impl<'a> Run<'a> {
 
     /// Writes the state as it is now: resources done so far recorded, the rollout's
     /// progress kept. A failed write is reported, and the run goes on: the hosts are
-    /// as they are either way.
+    /// as they are either way. The first failure is a warning at once and a note in
+    /// the report; the rollout saves after every step, and the same failure again is
+    /// only a debug message.
     fn save(&mut self) {
         let merged = self.merged();
         let mut state = super::record(self.state.clone(), self.graph, self.plan, &merged);
         state.rollout.clone_from(&self.state.rollout);
         if let Err(error) = (self.save)(&state) {
-            tracing::warn!(%error, "could not save the state");
-            if !self.report.notes.iter().any(|note| note.starts_with("could not save")) {
+            if self.report.notes.iter().any(|note| note.starts_with("could not save")) {
+                tracing::debug!(%error, "could not save the state, again");
+            } else {
+                tracing::warn!(%error, "could not save the state");
                 self.report.notes.push(format!("could not save the state: {error}"));
             }
         }

@@ -20,6 +20,7 @@ mod lab_reboot;
 mod lab_removal;
 mod lab_rollout;
 mod lint;
+mod log;
 mod os_image;
 mod parse;
 mod pki;

@@ -342,7 +342,7 @@ async fn a_missing_resource_names_its_url_and_a_5xx_carries_the_bmc_message() {
 }
 
 /// A CA and a certificate for 127.0.0.1 signed by it, made with openssl.
-fn make_tls(dir: &Path) -> Option<Tls> {
+pub(crate) fn make_tls(dir: &Path) -> Option<Tls> {
     let ca = crate::pki::TestCa::new(dir, "/CN=toolkit test CA")?;
     ca.issue("bmc", "/CN=127.0.0.1", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n");
     Some(Tls { ca: dir.join("ca.pem"), certificate: dir.join("bmc.pem"), key: dir.join("bmc.key") })

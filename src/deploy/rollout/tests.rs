@@ -268,6 +268,58 @@ async fn drain_class_nodes_go_one_wave_at_a_time_after_the_in_place_changes() {
 }
 
 #[tokio::test]
+async fn a_state_that_cannot_be_saved_is_one_warning_and_a_note_and_the_rollout_goes_on() {
+    let cluster = cluster(&NODES, "mtu 8000", Disruption::Drain, "1");
+    let slurm = FakeSlurm::with(&NODES);
+    let connector = FakeConnector::new(Script::new(fresh_debian));
+    let hooks = Hooks::default();
+    // A real save to a path whose parent is a file: every write fails.
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("file"), "").expect("file");
+    let path = dir.path().join("file/state.json");
+    let attempts = Mutex::new(0_usize);
+    let mut save = |state: &State| -> Result<(), String> {
+        *attempts.lock().expect("attempts") += 1;
+        state.clone().save(&path).map_err(|error| error.to_string())
+    };
+    let logged = crate::testing::Captured::default();
+    let writer = logged.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .without_time()
+        .with_writer(move || writer.clone())
+        .finish();
+    // The test's runtime runs on this thread: the rollout's events come here.
+    let _default = tracing::subscriber::set_default(subscriber);
+    let report = run(
+        &cluster.graph,
+        &cluster.plan,
+        &connector,
+        &slurm,
+        &hooks,
+        &ApplyOptions::default(),
+        &options(),
+        cluster.state.clone(),
+        &mut save,
+    )
+    .await;
+    assert!(report.is_success(), "{report:#?}");
+    assert_eq!(report.waves.len(), 4, "the hosts are as they are: the rollout went on");
+    assert!(*attempts.lock().expect("attempts") > 4, "saved after every step");
+    let text = logged.text();
+    let warnings: Vec<&str> = text.lines().filter(|line| line.contains("could not save the state")).collect();
+    assert_eq!(warnings.len(), 1, "once, not at every step: {text}");
+    assert!(warnings[0].contains("WARN"), "{text}");
+    let notes: Vec<&String> =
+        report.notes.iter().filter(|note| note.starts_with("could not save the state: ")).collect();
+    assert_eq!(notes.len(), 1, "{:?}", report.notes);
+    let reason = notes[0].trim_start_matches("could not save the state: ");
+    assert!(reason.contains("state.json"), "names the file: {reason}");
+    assert!(warnings[0].contains(reason), "the warning says why: {text}");
+}
+
+#[tokio::test]
 async fn no_scheduler_means_nothing_runs_and_everything_applies_at_once() {
     let cluster = cluster(&NODES, "mtu 8000", Disruption::Reboot, "1");
     let slurm = FakeSlurm { down: true, ..FakeSlurm::with(&NODES) };
