@@ -62,6 +62,29 @@ pub struct Blueprint {
     /// section no monitoring is deployed.
     #[serde(default)]
     pub monitoring: Option<Monitoring>,
+    /// NVLink domains (GB200/GB300 NVL72 racks): compute trays whose GPUs share one
+    /// NVLink fabric. Slurm gets one `topology/block` block each, IMEX one domain each,
+    /// Kubernetes one node label value each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nvlink_domains: Vec<NvlinkDomain>,
+}
+
+/// One NVLink domain: the compute trays of a rack whose GPUs meet at the rack's NVLink
+/// switch trays (18 trays × 4 GPUs in a GB200 or GB300 NVL72).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NvlinkDomain {
+    /// Name: the Slurm block, the IMEX domain and the node label value (`rack1`).
+    pub name: String,
+    /// Its compute trays (nodes of the blueprint), as a Slurm hostlist: `gb[001-018]`.
+    pub nodes: String,
+    /// NVLink switch trays of the rack (9 in an NVL72).
+    #[serde(default = "default_switch_trays")]
+    pub switch_trays: u32,
+}
+
+const fn default_switch_trays() -> u32 {
+    9
 }
 
 /// The cluster's package cache (apt-cacher-ng on Debian and Ubuntu nodes).
@@ -839,6 +862,23 @@ pub struct Partition {
     /// Exclusive node allocation (rendered as `OverSubscribe=EXCLUSIVE`).
     #[serde(default)]
     pub exclusive: bool,
+    /// The job shapes the partition must run: lint refuses one that no NVLink domain
+    /// of the partition can hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub job_shapes: Vec<JobShape>,
+}
+
+/// A job the partition must run: so many nodes, in segments that each stay inside one
+/// NVLink domain (`sbatch --nodes=N --segment=S`, Slurm 24.05+ with `topology/block`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobShape {
+    /// Nodes of the job.
+    pub nodes: u32,
+    /// Nodes per segment; each segment is placed inside one NVLink domain. Without it
+    /// the job may span domains.
+    #[serde(default)]
+    pub segment: Option<u32>,
 }
 
 /// GPU sharing mode.

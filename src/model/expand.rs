@@ -8,7 +8,7 @@
 use ipnet::Ipv4Net;
 use thiserror::Error;
 
-use super::{Filesystem, Group, Model, Node, RailPort, gpu, hostlist, software};
+use super::{Filesystem, Group, Model, Node, RailPort, gpu, hostlist, nvlink, software};
 use crate::blueprint::schema::{Blueprint, Cpu, FabricKind, FilesystemKind};
 use crate::topology::{self, FabricInput, SizingInput, addressing};
 
@@ -164,6 +164,7 @@ pub fn expand(blueprint: &Blueprint) -> Result<Model, ExpandError> {
     }
 
     let filesystems = resolve_filesystems(blueprint, &groups, &nodes)?;
+    let nvlink_domains = nvlink::resolve(&blueprint.nvlink_domains, &nodes);
     Ok(Model {
         name: blueprint.cluster.name.clone(),
         domain: blueprint.cluster.domain.clone(),
@@ -173,6 +174,7 @@ pub fn expand(blueprint: &Blueprint) -> Result<Model, ExpandError> {
         filesystems,
         scratch: blueprint.storage.scratch.clone(),
         tenants: blueprint.tenants.clone(),
+        nvlink_domains,
         blueprint: blueprint.clone(),
     })
 }

@@ -26,6 +26,10 @@ pub const SU_LABEL: &str = "toolkit.io/su";
 /// Node label of the leaf group: the rail-0 leaf the node hangs from (every rail's
 /// leaf of a scalable unit serves the same nodes, so one names them all).
 pub const LEAF_LABEL: &str = "toolkit.io/leaf";
+/// Node label of the NVLink domain (NVL72 rack) from the blueprint. GFD's
+/// `nvidia.com/gpu.clique` (`<cluster UUID>.<clique id>`, read from NVML's fabric
+/// info) names the same domain but belongs to GFD, which would overwrite it.
+pub const NVLINK_DOMAIN_LABEL: &str = "toolkit.io/nvlink-domain";
 /// The node's own name, set by the kubelet: Kueue's lowest topology level.
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 /// The device plugin's whole-GPU resource.
@@ -201,15 +205,24 @@ pub fn expand(model: &Model) -> Option<KubeModel> {
         if three_tier {
             levels.push(SUPERPOD_LABEL);
         }
-        levels.extend([SU_LABEL, HOSTNAME_LABEL]);
+        levels.push(SU_LABEL);
+        // A rack's trays talk over NVLink: the level below the scalable unit.
+        if !model.nvlink_domains.is_empty() {
+            levels.push(NVLINK_DOMAIN_LABEL);
+        }
+        levels.push(HOSTNAME_LABEL);
         levels
     } else {
         Vec::new()
     };
+    let domain_of = super::nvlink::domain_of(&model.nvlink_domains);
     let nodes = flavors
         .iter()
-        .flat_map(|flavor| flavor.nodes.iter().map(move |&index| (flavor, &model.nodes[index])))
-        .map(|(flavor, node)| node_labels(model, flavor, node, three_tier))
+        .flat_map(|flavor| flavor.nodes.iter().map(move |&index| (flavor, index)))
+        .map(|(flavor, index)| {
+            let domain = domain_of.get(&index).map(|&domain| model.nvlink_domains[domain].name.as_str());
+            node_labels(model, flavor, &model.nodes[index], three_tier, domain)
+        })
         .collect();
     let tenants = tenant_queues(model, &flavors);
     Some(KubeModel {
@@ -314,9 +327,12 @@ fn tenant_queues(model: &Model, flavors: &[Flavor]) -> Vec<TenantQueue> {
         .collect()
 }
 
-fn node_labels(model: &Model, flavor: &Flavor, node: &Node, three_tier: bool) -> NodeLabels {
+fn node_labels(model: &Model, flavor: &Flavor, node: &Node, three_tier: bool, domain: Option<&str>) -> NodeLabels {
     let mut labels = BTreeMap::new();
     labels.insert(GPU_MODEL_LABEL.to_owned(), flavor.name.clone());
+    if let Some(domain) = domain {
+        labels.insert(NVLINK_DOMAIN_LABEL.to_owned(), domain.to_owned());
+    }
     if let Some(leaf) = node.rails.first().and_then(|port| model.fabric.switches.get(port.leaf)) {
         labels.insert(SU_LABEL.to_owned(), format!("su{}", node.su));
         labels.insert(LEAF_LABEL.to_owned(), leaf.name.clone());
@@ -340,6 +356,25 @@ mod tests {
         assert_eq!(KueueApi::of((0, 14, 3)), KueueApi::V1beta1);
         assert_eq!(KueueApi::of((0, 15, 0)).cohort_field(), "cohortName");
         assert_eq!(KueueApi::of((0, 13, 0)).cohort_field(), "cohort");
+    }
+
+    #[test]
+    fn nvlink_domains_label_their_nodes_and_add_a_topology_level() {
+        let text = std::fs::read_to_string("blueprints/h100-kubernetes.yaml").expect("read");
+        let with_domain = format!("{text}\nnvlink_domains:\n  - {{ name: rack1, nodes: \"dgx[01-02]\" }}\n");
+        let kube = |text: &str| {
+            let loaded =
+                crate::blueprint::load::load_text(std::path::Path::new("k.yaml"), text.to_owned()).expect("loads");
+            expand(&crate::model::expand(&loaded.blueprint).expect("expands")).expect("kubernetes")
+        };
+        let plain = kube(&text);
+        assert!(!plain.topology_levels.contains(&NVLINK_DOMAIN_LABEL));
+        assert!(plain.nodes.iter().all(|node| !node.labels.contains_key(NVLINK_DOMAIN_LABEL)));
+        let racked = kube(&with_domain);
+        assert_eq!(racked.topology_levels, [SU_LABEL, NVLINK_DOMAIN_LABEL, HOSTNAME_LABEL]);
+        let domains: Vec<Option<&str>> =
+            racked.nodes.iter().map(|node| node.labels.get(NVLINK_DOMAIN_LABEL).map(String::as_str)).collect();
+        assert_eq!(domains, [Some("rack1"), Some("rack1"), None, None]);
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod kubeadm;
 pub mod kubernetes;
 pub mod monitoring;
 pub mod network;
+pub mod nvlink;
 pub mod slurm;
 pub mod software;
 
@@ -43,6 +44,9 @@ pub struct Model {
     pub scratch: Option<schema::Scratch>,
     /// Tenants as declared.
     pub tenants: Vec<schema::Tenant>,
+    /// NVLink domains (NVL72 racks), in blueprint order; empty without any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nvlink_domains: Vec<nvlink::NvlinkDomain>,
     /// The blueprint, for settings used verbatim (scheduler, acceptance).
     pub blueprint: schema::Blueprint,
 }

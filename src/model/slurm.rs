@@ -18,6 +18,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 use super::{Group, Model, hostlist};
+use crate::blueprint::release::{SlurmRelease, parse_slurm_release};
 use crate::blueprint::schema::{self, GpuSharingMode, PreemptMode, Role, SchedulerKind, SlurmTopology};
 
 /// Memory kept back from Slurm on every node, in percent, for the OS and daemons.
@@ -34,6 +35,18 @@ pub const TOP_SWITCH: &str = "fabric";
 
 /// Name of the topology switch for compute nodes without compute-fabric NICs.
 pub const OFF_FABRIC_SWITCH: &str = "nofabric";
+
+/// First release with `topology/block` (tag `slurm-23-11-0-0rc1` adds the plugin).
+pub const BLOCK_TOPOLOGY_SINCE: SlurmRelease = (23, 11);
+/// First release whose topology.conf takes `BlockSizes` (24.05 RELEASE_NOTES: "Replaced
+/// the BlockLevels with BlockSizes"), `--segment` and `switch/nvidia_imex`. 23.11 reads
+/// neither `BlockSizes` nor blocks of unequal size.
+pub const BLOCK_SIZES_SINCE: SlurmRelease = (24, 5);
+
+/// What topology.conf says of its lines when blocks are NVLink domains.
+const NVLINK_TOPOLOGY_TITLE: &str = "One block per NVLink domain: its nodes' GPUs share the rack's NVLink switches.";
+/// What topology.conf says of its lines otherwise.
+const FABRIC_TOPOLOGY_TITLE: &str = "One switch per scalable unit: its nodes share every rail leaf.";
 
 /// Why the Slurm configuration cannot be derived (run `toolkit lint` for located details).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -225,6 +238,8 @@ pub struct SlurmHost {
 pub struct SlurmConfig {
     /// `ClusterName`.
     pub cluster_name: String,
+    /// The oldest Slurm release the files are written for, as the blueprint gives it.
+    pub min_version: String,
     /// The host running slurmctld.
     pub controller: String,
     /// The host running slurmdbd and MariaDB, when accounting is on.
@@ -243,6 +258,11 @@ pub struct SlurmConfig {
     pub gres: Vec<GresLine>,
     /// topology.conf lines; empty when there is no topology plugin.
     pub topology: Vec<TopologyLine>,
+    /// The comment above them.
+    pub topology_title: &'static str,
+    /// topology.conf `BlockSizes`: the planning base block size, in nodes (blocks of
+    /// NVLink domains on Slurm 24.05 and later).
+    pub block_sizes: Option<usize>,
     /// cgroup.conf settings.
     pub cgroup: Vec<Setting>,
     /// QOS in creation order (the borrow QOS first: others preempt it).
@@ -305,7 +325,14 @@ pub fn slurm(model: &Model) -> Result<Option<SlurmConfig>, SlurmError> {
     let gres: Vec<GresLine> = compute.iter().flat_map(|group| gres_lines(group, sharing)).collect();
     let partitions =
         settings.partitions.iter().map(|partition| partition_line(model, partition)).collect::<Result<Vec<_>, _>>()?;
-    let topology = topology_lines(model, settings.topology);
+    let release = parse_slurm_release(&settings.min_version).unwrap_or((22, 5));
+    let nvlink_blocks = settings.topology == SlurmTopology::Block && !model.nvlink_domains.is_empty();
+    let topology = if nvlink_blocks { nvlink_block_lines(model) } else { topology_lines(model, settings.topology) };
+    // Each block must hold at least the base size (24.05+ fatals otherwise), so the
+    // smallest domain sets it; 23.11 has no `BlockSizes` and wants equal blocks (lint).
+    let block_sizes = (nvlink_blocks && release >= BLOCK_SIZES_SINCE)
+        .then(|| model.nvlink_domains.iter().map(|domain| domain.nodes.len()).min())
+        .flatten();
 
     let mut sections = global_sections(&GlobalInput {
         model,
@@ -316,12 +343,14 @@ pub fn slurm(model: &Model) -> Result<Option<SlurmConfig>, SlurmError> {
         gpu_types: gpu_types(&compute),
         sharing,
         has_topology: !topology.is_empty(),
+        imex_channels: !model.nvlink_domains.is_empty() && release >= BLOCK_SIZES_SINCE,
     });
     let extra = apply_extra(&mut sections, &settings.extra)?;
 
     let (qos, accounts, users) = tenancy(tenants, settings.preempt_mode);
     Ok(Some(SlurmConfig {
         cluster_name: model.name.clone(),
+        min_version: settings.min_version.clone(),
         hosts: hosts(model, &controller, database.as_deref()),
         controller,
         database,
@@ -331,6 +360,8 @@ pub fn slurm(model: &Model) -> Result<Option<SlurmConfig>, SlurmError> {
         partitions,
         gres,
         topology,
+        topology_title: if nvlink_blocks { NVLINK_TOPOLOGY_TITLE } else { FABRIC_TOPOLOGY_TITLE },
+        block_sizes,
         cgroup: cgroup_settings(),
         qos,
         accounts,
@@ -552,6 +583,22 @@ fn topology_lines(model: &Model, topology: SlurmTopology) -> Vec<TopologyLine> {
     lines
 }
 
+/// One block per NVLink domain, in blueprint order (Slurm pairs neighbouring blocks
+/// into larger ones, so racks that sit together stay together).
+fn nvlink_block_lines(model: &Model) -> Vec<TopologyLine> {
+    model
+        .nvlink_domains
+        .iter()
+        .filter(|domain| !domain.nodes.is_empty())
+        .map(|domain| TopologyLine {
+            keyword: "BlockName",
+            name: domain.name.clone(),
+            nodes: Some(hostlist::compress(domain.nodes.iter().map(|&index| model.nodes[index].name.as_str()))),
+            switches: None,
+        })
+        .collect()
+}
+
 /// `prefix[0-9,12]` for ascending numbers without padding: `hostlist::compress`
 /// keeps digit widths apart (`su[0-9],su[10-63]`), which Slurm does not need.
 fn unpadded_hostlist(prefix: &str, numbers: impl IntoIterator<Item = u32>) -> String {
@@ -595,6 +642,8 @@ struct GlobalInput<'a> {
     gpu_types: Vec<&'static str>,
     sharing: Sharing,
     has_topology: bool,
+    /// Slurm hands each job its own IMEX channel (`switch/nvidia_imex`).
+    imex_channels: bool,
 }
 
 fn global_sections(input: &GlobalInput<'_>) -> Vec<Section> {
@@ -655,6 +704,12 @@ fn global_sections(input: &GlobalInput<'_>) -> Vec<Section> {
         Section { title: "Process tracking and containment", settings: containment },
         Section { title: "Scheduling", settings: scheduling },
     ];
+    if input.imex_channels {
+        sections.push(Section {
+            title: "NVLink domains: one IMEX channel per job (switch/nvidia_imex, 24.05+)",
+            settings: vec![Setting::new("SwitchType", "switch/nvidia_imex")],
+        });
+    }
 
     if let Some(database) = input.database {
         let mut accounting = vec![
@@ -918,6 +973,32 @@ mod tests {
                 "fabric None Some(\"su[0-3]\")",
             ]
         );
+    }
+
+    #[test]
+    fn nvlink_domains_become_blocks_with_imex_channels() {
+        let nvl72 = config("blueprints/gb200-nvl72.yaml");
+        let lines: Vec<String> =
+            nvl72.topology.iter().map(|line| format!("{}={} {:?}", line.keyword, line.name, line.nodes)).collect();
+        assert_eq!(lines, ["BlockName=rack1 Some(\"gb[001-018]\")", "BlockName=rack2 Some(\"gb[019-036]\")"]);
+        assert_eq!(nvl72.block_sizes, Some(18));
+        assert_eq!(nvl72.setting("TopologyPlugin"), Some("topology/block"));
+        assert_eq!(nvl72.setting("SwitchType"), Some("switch/nvidia_imex"));
+
+        // 23.11 reads neither BlockSizes nor switch/nvidia_imex.
+        let text = std::fs::read_to_string("blueprints/gb200-nvl72.yaml").expect("read");
+        let old = slurm(&model_from(&text.replace("\"24.11\"", "\"23.11\""))).expect("ok").expect("slurm");
+        assert_eq!((old.topology.len(), old.block_sizes, old.setting("SwitchType")), (2, None, None));
+
+        // The smallest domain is the base block: every block must hold at least that many.
+        let uneven = text.replace("\"gb[019-036]\"", "\"gb[019-030]\"");
+        assert_eq!(slurm(&model_from(&uneven)).expect("ok").expect("slurm").block_sizes, Some(12));
+
+        // Tree topology ignores the domains; without domains nothing changes.
+        let tree = slurm(&model_from(&text.replace("topology: block", "topology: tree"))).expect("ok").expect("slurm");
+        assert_eq!(tree.topology.last().map(|line| line.name.as_str()), Some(TOP_SWITCH));
+        assert_eq!(tree.block_sizes, None);
+        assert_eq!(config("blueprints/h200-roce-64.yaml").setting("SwitchType"), None);
     }
 
     #[test]

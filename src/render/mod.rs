@@ -12,6 +12,7 @@ pub mod common;
 pub mod gpu_stack;
 pub mod health;
 pub mod host;
+pub mod imex;
 pub mod kubeadm;
 pub mod kubernetes;
 pub mod links;
@@ -244,7 +245,7 @@ pub fn render(
     // The GPU stage's plugstacks change the slurm stage's slurmd: applied after both.
     let plugstacks = std::sync::Mutex::new(gpu_stack::SlurmdPlugstacks::default());
     let proxies = package_cache::ProxySettings::of(model);
-    let stages: [&Stage<'_>; 9] = [
+    let stages: [&Stage<'_>; 10] = [
         &|out| host::render(model, inventory, renderer, out),
         &|out| slurm::render(model, inventory, renderer, secrets, out),
         &|out| {
@@ -261,6 +262,7 @@ pub fn render(
             out.extend(kubeadm::render(model, inventory, &secrets.kubeadm, renderer)?);
             Ok(())
         },
+        &|out| imex::render(model, inventory, renderer, out),
     ];
     // The host and switch stages (first and fifth) render per node and per switch: at
     // 4,096 nodes they are ~80% of the render. Started first, they run side by side and the small
@@ -307,6 +309,7 @@ pub fn embedded() -> impl Iterator<Item = &'static (&'static str, &'static str)>
         .chain(monitoring::TEMPLATES)
         .chain(health::TEMPLATES)
         .chain(kubeadm::TEMPLATES)
+        .chain(imex::TEMPLATES)
 }
 
 #[cfg(test)]

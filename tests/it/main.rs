@@ -30,6 +30,7 @@ mod redfish_static;
 mod render_gpu_stack;
 mod render_monitoring;
 mod render_network;
+mod render_nvlink;
 mod render_roce_qos;
 mod render_slurm;
 mod report;

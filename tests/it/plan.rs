@@ -78,7 +78,7 @@ pub(crate) fn assert_only_slurm_config_changes(plan: &serde_json::Value) -> Vec<
 
 #[test]
 fn every_example_plans_changes_against_an_empty_state() {
-    for name in ["lab", "h100-superpod-1su", "h200-roce-64", "h100-kubernetes", "h100-kubeadm"] {
+    for name in ["lab", "h100-superpod-1su", "h200-roce-64", "h100-kubernetes", "h100-kubeadm", "gb200-nvl72"] {
         let blueprint = format!("blueprints/{name}.yaml");
         let output = toolkit(&["plan", &blueprint, "--offline", "--output", "json"]);
         assert_eq!(output.status.code(), Some(2), "{name}: {}", String::from_utf8_lossy(&output.stderr));
@@ -91,7 +91,7 @@ fn every_example_plans_changes_against_an_empty_state() {
 
 #[test]
 fn examples_with_their_inventories_lint_clean() {
-    for name in ["lab", "h100-superpod-1su", "h200-roce-64", "h100-kubernetes", "h100-kubeadm"] {
+    for name in ["lab", "h100-superpod-1su", "h200-roce-64", "h100-kubernetes", "h100-kubeadm", "gb200-nvl72"] {
         let output = toolkit(&["lint", &format!("blueprints/{name}.yaml"), "-i", &format!("inventories/{name}.yaml")]);
         assert_eq!(output.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&output.stderr));
         let inventory = inventory::load(&root().join(format!("inventories/{name}.yaml")));

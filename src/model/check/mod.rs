@@ -20,6 +20,7 @@ mod monitoring;
 mod names;
 mod network;
 mod nodes;
+mod nvlink;
 mod os;
 mod packages;
 mod scheduler;
@@ -58,6 +59,7 @@ pub fn check(loaded: &LoadedBlueprint, inventory: Option<&LoadedInventory>) -> D
     network::check(loaded, &facts, &mut out);
     storage::check(loaded, &facts, &mut out);
     scheduler::check(loaded, &facts, &mut out);
+    nvlink::check(loaded, &facts, &mut out);
     tenants::check(loaded, &mut out);
     names::check(loaded, &mut out);
     kubernetes::check(loaded, &mut out);

@@ -6,17 +6,14 @@ use std::collections::HashMap;
 
 use super::{Facts, unknown_name_help};
 use crate::blueprint::LoadedBlueprint;
+use crate::blueprint::release::{SlurmRelease as SlurmVersion, parse_slurm_release};
 use crate::blueprint::schema::{GpuSharingMode, PreemptMode, Role, SchedulerKind, Slurm, SlurmTopology};
 use crate::diagnostic::{Diagnostic, Diagnostics};
 use crate::model::gpu;
-
-/// A Slurm release, `(year, month)`: `22.05` → `(22, 5)`.
-type SlurmVersion = (u32, u32);
+use crate::model::slurm::BLOCK_TOPOLOGY_SINCE;
 
 /// Debian 12's Slurm, the oldest release toolkit renders for.
 const OLDEST_SLURM: SlurmVersion = (22, 5);
-/// First release with `topology/block`.
-const BLOCK_TOPOLOGY_SINCE: SlurmVersion = (23, 11);
 /// MIG slices of one GPU (A100/H100/H200/B200: seven compute slices).
 const MIG_SLICES_PER_GPU: u32 = 7;
 
@@ -90,21 +87,9 @@ fn sections_match_kind(loaded: &LoadedBlueprint, out: &mut Diagnostics) {
     }
 }
 
-/// `22.05`, `23.11`, `24.05.3` → `(22, 5)`, `(23, 11)`, `(24, 5)`.
-fn parse_slurm_version(text: &str) -> Option<SlurmVersion> {
-    let mut parts = text.trim().split('.');
-    let year: u32 = parts.next()?.parse().ok()?;
-    let month_text = parts.next()?;
-    let month: u32 = month_text.parse().ok()?;
-    if let Some(patch) = parts.next() {
-        patch.parse::<u32>().ok()?;
-    }
-    (parts.next().is_none() && month_text.len() == 2 && (1..=12).contains(&month)).then_some((year, month))
-}
-
 fn slurm_version(loaded: &LoadedBlueprint, slurm: &Slurm, out: &mut Diagnostics) -> Option<SlurmVersion> {
     let path = "scheduler.slurm.min_version";
-    let Some(version) = parse_slurm_version(&slurm.min_version) else {
+    let Some(version) = parse_slurm_release(&slurm.min_version) else {
         out.push(
             Diagnostic::error("invalid-slurm-version", format!("`{}` is not a Slurm release", slurm.min_version))
                 .at(&loaded.source, path)

@@ -228,7 +228,7 @@ fn the_base_blueprints_are_clean() {
 #[test]
 fn the_example_blueprints_and_inventories_have_no_errors() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for name in ["lab", "h100-superpod-1su", "h200-roce-64"] {
+    for name in ["lab", "h100-superpod-1su", "h200-roce-64", "gb200-nvl72"] {
         let blueprint = std::fs::read_to_string(root.join(format!("blueprints/{name}.yaml"))).expect("example");
         let inventory = std::fs::read_to_string(root.join(format!("inventories/{name}.yaml"))).expect("example");
         let alone = lint(&blueprint);
@@ -1868,3 +1868,131 @@ fn provisioning_addresses_must_be_on_its_subnet() {
     let moved = edit(&inventory, &[("node02: { address: 10.10.0.12 }", "node02: { address: 10.99.0.12 }")]);
     finds_in_inventory(&moved, "host-outside-provisioning-subnet", "node02: { address: 10.99.0.12 }", Severity::Error);
 }
+
+/// Two GB200 NVL72 racks, Slurm 24.11 with block topology: clean.
+const NVL72: &str = include_str!("../../../blueprints/gb200-nvl72.yaml");
+
+#[test]
+fn the_nvl72_example_is_clean() {
+    let diagnostics = lint(NVL72);
+    assert!(diagnostics.is_empty(), "{}", diagnostics.render());
+}
+
+finds!(
+    nvlink_domain_holds_one_rack,
+    NVL72,
+    [("\"gb[019-036]\"", "\"gb[019-036],mgmt01\""), ("\"gb[001-018]\"", "\"gb[001-019]\"")],
+    "nvlink-domain-too-large",
+    "- { name: rack1, nodes: \"gb[001-019]\", switch_trays: 9 }",
+    Error
+);
+finds!(
+    nvlink_domain_is_one_gpu_model,
+    NVL72,
+    [("\"gb[019-036]\"", "\"gb[020-036],mgmt01\""), ("\"gb[001-018]\"", "\"gb[001-017]\"")],
+    "nvlink-domain-mixed-gpus",
+    "- { name: rack2, nodes: \"gb[020-036],mgmt01\", switch_trays: 9 }",
+    Error
+);
+finds!(
+    a_node_sits_in_one_nvlink_domain,
+    NVL72,
+    [("\"gb[019-036]\"", "\"gb[018-035]\"")],
+    "nvlink-domain-overlap",
+    "- { name: rack2, nodes: \"gb[018-035]\", switch_trays: 9 }",
+    Error
+);
+finds!(
+    nvlink_domains_name_real_nodes,
+    NVL72,
+    [("\"gb[019-036]\"", "\"gb[019-035],gb37\"")],
+    "nvlink-domain-unknown-node",
+    "- { name: rack2, nodes: \"gb[019-035],gb37\", switch_trays: 9 }",
+    Error
+);
+finds!(
+    nvlink_domain_nodes_are_a_hostlist,
+    NVL72,
+    [("\"gb[019-036]\"", "\"gb[019-036\"")],
+    "invalid-nvlink-domain-nodes",
+    "- { name: rack2, nodes: \"gb[019-036\", switch_trays: 9 }",
+    Error
+);
+finds!(
+    nvlink_domains_need_block_topology_not_slurm_22_05,
+    NVL72,
+    [("min_version: \"24.11\"", "min_version: \"22.05\"")],
+    "nvlink-domains-need-block-topology",
+    "min_version: \"22.05\"",
+    Error
+);
+finds!(
+    nvlink_domains_without_block_topology_are_not_scheduled,
+    NVL72,
+    [
+        ("topology: block", "topology: tree"),
+        (
+            "          - { nodes: 36, segment: 18 }  # both racks, each half inside one rack\n          - { nodes: 8, segment: 4 }\n",
+            ""
+        )
+    ],
+    "nvlink-domains-not-scheduled",
+    "topology: tree",
+    Warning
+);
+finds!(
+    slurm_23_11_wants_equal_blocks,
+    NVL72,
+    [("min_version: \"24.11\"", "min_version: \"23.11\""), ("\"gb[019-036]\"", "\"gb[019-034]\"")],
+    "nvlink-domains-unequal",
+    "- { name: rack2, nodes: \"gb[019-034]\", switch_trays: 9 }",
+    Error
+);
+finds!(
+    a_segment_fits_one_nvlink_domain,
+    NVL72,
+    [("{ nodes: 36, segment: 18 }", "{ nodes: 36, segment: 36 }")],
+    "job-shape-exceeds-nvlink-domain",
+    "- { nodes: 36, segment: 36 }  # both racks, each half inside one rack",
+    Error
+);
+finds!(
+    a_segment_fits_the_smallest_nvlink_domain,
+    NVL72,
+    [("\"gb[019-036]\"", "\"gb[019-034]\"")],
+    "job-shape-exceeds-nvlink-domain",
+    "- { nodes: 36, segment: 18 }  # both racks, each half inside one rack",
+    Error
+);
+finds!(
+    a_segment_divides_the_job,
+    NVL72,
+    [("{ nodes: 8, segment: 4 }", "{ nodes: 8, segment: 3 }")],
+    "invalid-job-shape",
+    "- { nodes: 8, segment: 3 }",
+    Error
+);
+finds!(
+    a_job_shape_fits_its_partition,
+    NVL72,
+    [("{ nodes: 8, segment: 4 }", "{ nodes: 40, segment: 4 }")],
+    "job-shape-exceeds-partition",
+    "- { nodes: 40, segment: 4 }",
+    Error
+);
+finds!(
+    segments_need_slurm_24_05,
+    NVL72,
+    [("min_version: \"24.11\"", "min_version: \"23.11\"")],
+    "slurm-feature-too-new",
+    "- { nodes: 8, segment: 4 }",
+    Error
+);
+finds!(
+    an_nvlink_domain_has_switch_trays,
+    NVL72,
+    [("\"gb[019-036]\", switch_trays: 9", "\"gb[019-036]\", switch_trays: 0")],
+    "nvlink-domain-no-switch-trays",
+    "- { name: rack2, nodes: \"gb[019-036]\", switch_trays: 0 }",
+    Error
+);
