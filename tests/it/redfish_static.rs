@@ -166,3 +166,16 @@ async fn the_plan_shows_pending_values_and_deploy_refuses_to_reset_over_unwanted
     assert!(!log.contains("ComputerSystem.Reset"), "no reset was sent:\n{log}");
     assert!(log.contains("PATCH"), "the settings were written:\n{log}");
 }
+
+#[tokio::test]
+async fn the_dmtf_servers_virtual_cd_is_found_through_the_system_and_takes_an_iso() {
+    let Some(server) = mockup("dmtf-rackmount1") else { return };
+    let client = connect(&server).await;
+    let system = client.system().await.expect("one system");
+    let drive = client.virtual_cd(&system).await.expect("a virtual CD");
+    // The collection lists the floppy first: the CD is chosen by its media types.
+    assert_eq!(drive.path, "/redfish/v1/Systems/437XR1138R2/VirtualMedia/CD1");
+    assert!(drive.inserted);
+    // Media in it: ejected, then the ISO inserted (sushy-static accepts both actions).
+    client.insert_media(&drive, "http://10.0.0.1:8069/media/52-54-00-77-00-11.iso").await.expect("inserts");
+}

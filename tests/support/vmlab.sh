@@ -62,12 +62,16 @@ up() {
         [ $tries -lt 50 ] || { echo "libvirtd did not answer" >&2; exit 1; }
         sleep 0.2
     done
-    # sushy's virtual media wants a pool named `default`.
-    if ! virsh -c qemu:///system pool-info default >/dev/null 2>&1; then
-        mkdir -p "$dir/pool"
-        virsh -c qemu:///system pool-define-as default dir --target "$dir/pool" >/dev/null
-        virsh -c qemu:///system pool-start default >/dev/null
+    # sushy's virtual media uploads the ISO into a pool named `default`. libvirtd keeps
+    # pool definitions across restarts but not their state, and an earlier lab's
+    # directory is gone: defined afresh, in this lab's directory, and started.
+    mkdir -p "$dir/pool"
+    if virsh -c qemu:///system pool-info default >/dev/null 2>&1; then
+        virsh -c qemu:///system pool-destroy default >/dev/null 2>&1 || true
+        virsh -c qemu:///system pool-undefine default >/dev/null 2>&1 || true
     fi
+    virsh -c qemu:///system pool-define-as default dir --target "$dir/pool" >/dev/null
+    virsh -c qemu:///system pool-start default >/dev/null
 
     [ -x "$venv/bin/sushy-emulator" ] || {
         echo "sushy-tools with libvirt is missing: .ci/setup makes $venv" >&2

@@ -569,6 +569,7 @@ async fn install_image(
     );
     let cache = run.cache.clone();
     let recipe = spec.clone();
+    let building = Instant::now();
     let (image, agent): (BuiltImage, AgentFiles) = tokio::task::spawn_blocking(move || -> Result<_, ProvisionError> {
         let image = image::build(&recipe, &cache)?;
         let agent = agent::build(&image, &cache)?;
@@ -576,6 +577,15 @@ async fn install_image(
     })
     .await
     .map_err(|error| ProvisionError::Inventory(format!("image build stopped: {error}")))??;
+    (run.note)(
+        "image",
+        &format!(
+            "ready in {:.1} s ({} bytes, sha256:{})",
+            building.elapsed().as_secs_f64(),
+            image.size_bytes,
+            &image.sha256[..12]
+        ),
+    );
     let base = format!("http://{}:{}", network.address, network.port);
     let via_cd = network.boot == BootMedium::VirtualMedia;
     let mut boots = Vec::new();
@@ -713,6 +723,9 @@ async fn install_image(
     };
     if let Some(dnsmasq) = dnsmasq {
         dnsmasq.stop();
+    }
+    for (node, bytes) in server.served() {
+        (run.note)(&node, &format!("served {bytes} bytes"));
     }
     server.stop().await;
     let mut out = Vec::new();

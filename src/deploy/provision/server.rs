@@ -217,6 +217,8 @@ pub struct Event {
 
 struct Shared {
     advertise: String,
+    /// Bytes of files sent, per node.
+    served: std::sync::Mutex<HashMap<String, u64>>,
     files: Files,
     nodes: Vec<NodeBoot>,
     by_mac: HashMap<String, usize>,
@@ -227,6 +229,7 @@ struct Shared {
 pub struct Server {
     address: SocketAddr,
     advertise: String,
+    shared: Arc<Shared>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -260,8 +263,17 @@ impl Server {
             .enumerate()
             .flat_map(|(index, node)| node.macs.iter().map(move |mac| (normalize_mac(mac), index)))
             .collect();
-        let shared = Arc::new(Shared { advertise: advertise.clone(), files, nodes, by_mac, events: sender });
+        let shared = Arc::new(Shared {
+            advertise: advertise.clone(),
+            served: std::sync::Mutex::default(),
+            files,
+            nodes,
+            by_mac,
+            events: sender,
+        });
+        let serving = Arc::clone(&shared);
         let task = tokio::spawn(async move {
+            let shared = serving;
             loop {
                 let Ok((stream, peer)) = listener.accept().await else { continue };
                 let shared = Arc::clone(&shared);
@@ -272,7 +284,7 @@ impl Server {
                 });
             }
         });
-        Ok((Self { address, advertise, task }, receiver))
+        Ok((Self { address, advertise, shared, task }, receiver))
     }
 
     /// Where it listens.
@@ -285,6 +297,12 @@ impl Server {
     #[must_use]
     pub fn boot_url(&self) -> String {
         format!("http://{}/boot.ipxe", self.advertise)
+    }
+
+    /// Bytes of files (ISO, kernel, initrd, image) sent to each node so far.
+    #[must_use]
+    pub fn served(&self) -> HashMap<String, u64> {
+        self.shared.served.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// Stops listening (requests under way are cut).
@@ -404,17 +422,20 @@ async fn serve(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) -> std:
                 (&shared.files.initrd, EventKind::InitrdFetched)
             };
             emit(node, &mac, kind);
-            send_file(&mut stream, path).await.map(drop)
+            count(shared, node, send_file(&mut stream, path).await?);
+            Ok(())
         }
         ("GET", ["media", file]) => {
             let Some((node, mac)) = node_of(file.trim_end_matches(".iso")) else { return not_found(&mut stream).await };
             let Some(iso) = &node.iso else { return not_found(&mut stream).await };
             emit(node, &mac, EventKind::MediaFetched);
-            send_file(&mut stream, iso).await.map(drop)
+            count(shared, node, send_file(&mut stream, iso).await?);
+            Ok(())
         }
         ("GET", ["image", mac, "disk.img"]) => {
             let Some((node, mac)) = node_of(mac) else { return not_found(&mut stream).await };
             let bytes = send_file(&mut stream, &shared.files.image).await?;
+            count(shared, node, bytes);
             emit(node, &mac, EventKind::ImageServed { bytes });
             Ok(())
         }
@@ -448,6 +469,11 @@ async fn serve(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) -> std:
         }
         _ => not_found(&mut stream).await,
     }
+}
+
+fn count(shared: &Shared, node: &NodeBoot, bytes: u64) {
+    let mut served = shared.served.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    *served.entry(node.name.clone()).or_default() += bytes;
 }
 
 async fn not_found(stream: &mut TcpStream) -> std::io::Result<()> {
@@ -548,6 +574,7 @@ mod tests {
         let chain = request(address, "GET", "/boot.ipxe", "").await;
         assert!(chain.contains("chain http://127.0.0.1:") && chain.contains("/boot/${mac:hexhyp}.ipxe"), "{chain}");
         let media = request(address, "GET", "/media/52-54-00-77-00-11.iso", "").await;
+        assert_eq!(server.served()["vm01"], 12, "the ISO's bytes");
         assert!(media.ends_with("\r\n\r\nkernel bytes"), "the node's ISO: {media}");
         let unknown = request(address, "GET", "/media/52-54-00-99-99-99.iso", "").await;
         assert!(unknown.starts_with("HTTP/1.1 404"), "{unknown}");
