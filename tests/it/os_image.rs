@@ -314,3 +314,86 @@ fn the_agent_installs_a_blank_disk_that_then_boots_and_answers_ssh_with_its_pinn
     let size = said.lines().nth(1).unwrap_or_default().trim().to_owned();
     assert!(size.ends_with('G') && size.trim_end_matches('G').parse::<f64>().unwrap_or(0.0) > 6.0, "root size {size}");
 }
+
+/// The boot ISO a BMC inserts as virtual media, booted as a CD under SeaBIOS
+/// (isolinux) and OVMF (GRUB in the El Torito EFI image): the agent comes up, takes
+/// the static address on its command line (no DHCP is asked for), reaches toolkit's
+/// server and reports the machine; the disk rule refuses it, so nothing is written.
+#[test]
+fn the_boot_iso_brings_the_agent_up_under_bios_and_uefi_with_its_given_address() {
+    use toolkit::deploy::provision::disk::DiskRule;
+    use toolkit::deploy::provision::server::{EventKind, Files, NodeBoot, Server};
+    use toolkit::deploy::provision::{agent, iso};
+
+    let Some(built) = built() else { return };
+    for (program, package) in [("xorriso", "xorriso"), ("grub-mkstandalone", "grub-efi-amd64-bin")] {
+        if !crate::render_network::tool(program, package) {
+            return;
+        }
+    }
+    let _alone = machine_to_itself();
+    let agent = agent::build(built, &cache()).expect("agent");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let mac = "52:54:00:77:00:21";
+    let files = Files {
+        kernel: agent.kernel.clone(),
+        initrd: agent.initrd.clone(),
+        image: built.disk.clone(),
+        image_size: built.size_bytes,
+        image_sha256: built.sha256.clone(),
+        root_partition: built.root_partition,
+    };
+    for uefi in [false, true] {
+        let firmware = if uefi { "OVMF" } else { "SeaBIOS" };
+        let (server, mut events) = runtime
+            .block_on(Server::start(
+                "127.0.0.1:0".parse().expect("addr"),
+                "10.0.2.2:0",
+                files.clone(),
+                vec![NodeBoot {
+                    name: "vm01".to_owned(),
+                    macs: vec![mac.to_owned()],
+                    disk: DiskRule { min_gib: Some(100), ..DiskRule::default() },
+                    overlay: Vec::new(),
+                    expected: None,
+                    address: Some("10.0.2.15".parse().expect("ip")),
+                    iso: None,
+                }],
+            ))
+            .expect("server");
+        let base = format!("http://10.0.2.2:{}", server.address().port());
+        let address = Some(("10.0.2.15/24".parse().expect("net"), Some("10.0.2.2".parse().expect("ip"))));
+        let image = iso::build(&agent, &agent::cmdline(&base, mac, address), &cache()).expect("the ISO");
+        let blank = dir.path().join(format!("blank-{firmware}.raw"));
+        std::fs::File::create(&blank).expect("disk").set_len(8 << 30).expect("size");
+        let started = Instant::now();
+        let cd = format!("file={},if=none,id=cd0,media=cdrom,readonly=on", image.display());
+        // The guest's DHCP server (QEMU's) is left out: the address must come from the ISO.
+        let nic = format!("user,model=virtio-net-pci,mac={mac},restrict=off,dhcpstart=10.0.2.200");
+        let guest =
+            Guest::boot(&blank, uefi, &["-drive", &cd, "-device", "ide-cd,drive=cd0,bootindex=0", "-nic", &nic]);
+        let mut refusal = None;
+        while refusal.is_none() && started.elapsed() < Duration::from_mins(5) {
+            match runtime.block_on(async { tokio::time::timeout(Duration::from_secs(2), events.recv()).await }) {
+                Ok(Some(event)) => {
+                    if let EventKind::Refused(reason) = event.kind {
+                        refusal = Some(reason);
+                    }
+                }
+                Ok(None) => break,
+                Err(_) => {}
+            }
+        }
+        let console = std::fs::read_to_string(&guest.serial).unwrap_or_default();
+        let reason = refusal.unwrap_or_else(|| panic!("{firmware}: the agent never reported:\n{console}"));
+        assert!(reason.contains("no disk matches the rule at least 100 GiB"), "{firmware}: {reason}");
+        assert!(console.contains("10.0.2.15/24 (given on the command line)"), "{firmware}:\n{console}");
+        eprintln!(
+            "MEASURE boot ISO under {firmware}: power-on to the agent's report {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        drop(guest);
+        runtime.block_on(server.stop());
+    }
+}
