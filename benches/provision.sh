@@ -21,7 +21,8 @@ boot=${BOOT:-network}
 profile=${PROFILE:-debug}
 if [ "$profile" = release ]; then cargo build --release --quiet; else cargo build --quiet; fi
 toolkit=$PWD/target/$profile/toolkit
-lab=bench
+# VMs are named after the lab (vm01, vm02…), as the example blueprint names its nodes.
+lab=vm
 work=$(mktemp -d)
 trap 'tests/support/vmlab.sh down "$lab" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 cache=$PWD/.toolkit/os

@@ -251,7 +251,7 @@ pub fn resources(manifest: &Manifest, base: &Path, inventory: &Inventory) -> Res
                 Entry { command: Some(CommandEntry { argv, creates }), .. } => {
                     let argv = argv.iter().map(|word| field("argv", word)).collect::<Result<Vec<_>, _>>()?;
                     let creates = creates.as_deref().map(|path| field("creates", path)).transpose()?;
-                    let description = crate::transport::summarize(&argv);
+                    let description = crate::resource::shell::summarize(&argv);
                     (
                         description.clone(),
                         Desired::Command { argv, creates, unless: None, description, undo: None, reads: None },

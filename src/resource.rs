@@ -3,10 +3,12 @@
 //! Stage: render → graph → plan. A [`Resource`] is a file, directory, package,
 //! service or guarded command on one host or switch, or an API object (BMC, cloud),
 //! with a stable id that keys the plan and the state file, and the ids it depends on.
-//! [`api`] holds the data of API objects, so the core needs no HTTP client module.
+//! [`api`] holds the data of API objects, so the core needs no HTTP client module;
+//! [`shell`] quotes the words of a command, for plans and for transport.
 
 pub mod api;
 pub mod kube;
+pub mod shell;
 
 use std::fmt::{self, Write as _};
 use std::hash::BuildHasher as _;

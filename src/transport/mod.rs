@@ -369,22 +369,7 @@ pub trait Executor: Send + Sync {
     }
 }
 
-/// A short, single-line form of an argv for messages: inline scripts and long
-/// words are abbreviated.
-#[must_use]
-pub fn summarize(argv: &[String]) -> String {
-    let words: Vec<String> = argv
-        .iter()
-        .map(|word| {
-            if word.contains('\n') || word.len() > 80 {
-                format!("<{} bytes>", word.len())
-            } else {
-                quote::quote(word).into_owned()
-            }
-        })
-        .collect();
-    words.join(" ")
-}
+pub use crate::resource::shell::summarize;
 
 /// The last 20 lines, at most 2,000 bytes, of `text`.
 #[must_use]

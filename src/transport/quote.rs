@@ -5,35 +5,9 @@
 //! SSH carries a single string, not an argv, so every value is quoted here and
 //! nowhere else; nothing is ever concatenated raw.
 
-use std::borrow::Cow;
-
 use super::TransportError;
 
-/// Quotes one word for a POSIX shell: safe words stay as they are, everything else
-/// is wrapped in single quotes, with each `'` written as `'\''`.
-///
-/// Inside single quotes a POSIX shell expands nothing (`$`, backquotes, `\`,
-/// newlines are all literal), so the only character to handle is `'` itself.
-#[must_use]
-pub fn quote(word: &str) -> Cow<'_, str> {
-    // `=` is left out of the safe set: an unquoted `A=b` as the first word would be an
-    // assignment, not a command. `~` would be expanded at the start of a word.
-    let is_safe = |byte: u8| byte.is_ascii_alphanumeric() || b"_-./:,@%+".contains(&byte);
-    if !word.is_empty() && word.bytes().all(is_safe) {
-        return Cow::Borrowed(word);
-    }
-    let mut quoted = String::with_capacity(word.len() + 2);
-    quoted.push('\'');
-    for character in word.chars() {
-        if character == '\'' {
-            quoted.push_str("'\\''");
-        } else {
-            quoted.push(character);
-        }
-    }
-    quoted.push('\'');
-    Cow::Owned(quoted)
-}
+pub use crate::resource::shell::quote;
 
 /// Joins an argv into one command line, each word quoted.
 ///
