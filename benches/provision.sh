@@ -69,7 +69,7 @@ PY
 import re, sys
 n, boot, log, started, ended = sys.argv[1], sys.argv[2], open(sys.argv[3]).read(), float(sys.argv[4]), float(sys.argv[5])
 ssh = sorted(int(s) for s in re.findall(r'installed, SSH up after (\d+) s', log))
-image = re.search(r'image ready in ([\d.]+) s', log)
+image = re.search(r'image: ready in ([\d.]+) s', log)
 served = sorted(set(re.findall(r'served (\d+) bytes', log)))
 print(f'{n:<5} {boot:<14} {(image.group(1) + " s") if image else "?":<10} '
       f'{" ".join(map(str, ssh)) + f"  (deploy {ended - started:.0f} s)":<44} {", ".join(served) or "?"}')

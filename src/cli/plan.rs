@@ -39,6 +39,10 @@ pub struct Args {
     /// `image` (as `firmware_updates: true` does per profile).
     #[arg(long)]
     firmware: bool,
+    /// Bare metal: plan these nodes' OS as reinstalled though it runs (comma
+    /// separated), as `deploy --reinstall` would do (Terraform's `-replace`).
+    #[arg(long, value_delimiter = ',', value_name = "NODES")]
+    reinstall: Vec<String>,
     #[command(flatten)]
     ssh: SshArgs,
 }
@@ -86,7 +90,13 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
     let bare_metal = match &inputs.inventory {
         Some(inventory) if args.stage != crate::cli::deploy::Stage::Api => {
             let state_path = live::state_path(args.state.as_ref(), &inputs);
-            crate::cli::provision::plan_lines(&compiled.model, inventory, state.as_ref(), state_path.as_deref())?
+            crate::cli::provision::plan_lines(
+                &compiled.model,
+                inventory,
+                state.as_ref(),
+                state_path.as_deref(),
+                &args.reinstall,
+            )?
         }
         _ => None,
     };

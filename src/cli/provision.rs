@@ -144,13 +144,18 @@ pub(crate) fn plan_lines(
     loaded: &LoadedInventory,
     state: Option<&crate::plan::state::State>,
     state_path: Option<&Path>,
+    reinstall: &[String],
 ) -> anyhow::Result<Option<(Vec<String>, bool)>> {
+    let named = |node: &str| reinstall.iter().any(|name| name == node);
     let Some(prepared) = prepare(model, loaded, state_path, &ProvisionArgs::default())? else { return Ok(None) };
     let mut pending = std::collections::BTreeMap::new();
     if let Some(state) = state {
         for candidate in &prepared.candidates {
             let record = state.provisioning.get(&candidate.node);
-            pending.insert(candidate.node.clone(), crate::deploy::provision::plan::from_record(record, false));
+            pending.insert(
+                candidate.node.clone(),
+                crate::deploy::provision::plan::from_record(record, named(&candidate.node)),
+            );
         }
     } else {
         let probes = live::runtime()?.block_on(async {
@@ -164,7 +169,8 @@ pub(crate) fn plan_lines(
         });
         for probe in probes {
             let (node, presence) = probe?;
-            pending.insert(node, crate::deploy::provision::plan::from_presence(&presence, false));
+            let reinstall = named(&node);
+            pending.insert(node, crate::deploy::provision::plan::from_presence(&presence, reinstall));
         }
     }
     let medium = loaded.inventory.provisioning.as_ref().map(|network| network.boot).unwrap_or_default();

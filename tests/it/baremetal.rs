@@ -236,6 +236,11 @@ fn blank_machines_behind_their_bmcs_become_a_slurm_cluster_through_deploy_alone(
         inventory.replace("provisioning:\n", "provisioning:\n  boot: virtual-media\n"),
     )
     .expect("writes");
+    // As deploy will: the plan names it reinstalled (Terraform's `-replace`).
+    let plan = toolkit(dir.path(), &lab, &["plan", "baremetal.yaml", "-i", "inventory.yaml", "--reinstall", "vm02"]);
+    let said = text(&plan);
+    assert_eq!(plan.status.code(), Some(2), "{said}");
+    assert!(said.contains("-/+ os debian bookworm on vm02  (reinstall: --reinstall"), "{said}");
     let dnsmasq_log = repo().join(".toolkit/os/run/dnsmasq.log");
     let _ = std::fs::remove_file(&dnsmasq_log);
     let started = Instant::now();
