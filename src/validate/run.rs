@@ -29,10 +29,6 @@ use super::catalog::Catalog;
 use super::derived::{self, DeriveInput};
 use super::expr;
 use super::pairwise::{self, PairOutcome, PairResult};
-use super::results::{
-    AxisScale, Comparison, Docs, Evidence, Measurement, Provenance, ProvenanceKind, Scope, Series, SubjectResult,
-    Threshold, ValidatorResult, Verdict, format_number,
-};
 use super::spec::{
     Aggregate, Analysis, MeasurementSpec, ProgramsOn, Requirement, SeriesScale, Severity, SpecScope, ValidatorSpec,
 };
@@ -40,6 +36,10 @@ use super::subjects::{self, Expansion, Site, Subject};
 use super::timeline;
 use crate::blueprint::schema::{AcceptanceMode, FabricKind, SchedulerKind};
 use crate::model::Model;
+use crate::results::{
+    AxisScale, Comparison, Docs, Evidence, Measurement, Provenance, ProvenanceKind, Scope, Series, SubjectResult,
+    Threshold, ValidatorResult, Verdict, format_number,
+};
 use crate::transport::{Connector, Executor as _, ExitStatus};
 
 /// Lines of output kept as evidence.
