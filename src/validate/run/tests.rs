@@ -8,10 +8,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
+use serde_json::json;
+
 use super::*;
-use crate::blueprint::schema::ValidatorRef;
+use crate::blueprint::schema::{AcceptanceMode, ValidatorRef};
+use crate::model::Model;
+use crate::results::{Measurement, SubjectResult};
 use crate::source::SourceFile;
-use crate::transport::{Executor, Output, TransportError};
+use crate::transport::{Connector, Executor, ExitStatus, Output, TransportError};
+use crate::validate::catalog::Catalog;
+use crate::validate::expr;
+use crate::validate::spec::Requirement;
+use crate::validate::subjects::Site;
 
 type Respond = dyn Fn(&str, &str) -> (u32, String, String) + Send + Sync;
 
