@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 
 use crate::cli::{OutputFormat, Status, emit};
-use crate::validate::parsers::{self, PARSERS};
+use crate::parsers::{self, PARSERS};
 
 /// Arguments of `toolkit parse`.
 #[derive(Debug, clap::Args)]

@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use crate::cli::{Status, emit};
 use crate::plan::state::write_atomic;
 use crate::report;
-use crate::validate::results::Results;
+use crate::results::Results;
 
 /// Report formats.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]

@@ -16,13 +16,13 @@ use crate::blueprint::schema::Role;
 use crate::cli::live::{self, SshArgs};
 use crate::cli::{BlueprintArgs, OutputFormat, Status, emit, load_checked};
 use crate::deploy::scheduler::{Scheduler as _, Slurm};
+use crate::health::prometheus::{self as prometheus_view, Query, Responses, View};
+use crate::health::status::{self as health_status, CheckStatus};
 use crate::model;
 use crate::plan::state::provisioning::{NodeProvisioning, ProvisionStep};
 use crate::plan::state::{RolloutState, State};
 use crate::transport::Connector as _;
 use crate::validate::drain::REASON_PREFIX;
-use crate::validate::health::prometheus::{self as prometheus_view, Query, Responses, View};
-use crate::validate::health::status::{self as health_status, CheckStatus};
 
 /// Arguments of `toolkit status`.
 #[derive(Debug, clap::Args)]

@@ -14,9 +14,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::Model;
+use crate::results::Verdict;
 use crate::transport::Connector;
 use crate::validate::catalog::Catalog;
-use crate::validate::results::Verdict;
 use crate::validate::run::{self, Disposition, RunOptions};
 use crate::validate::subjects::Site;
 
@@ -172,7 +172,7 @@ fn verdicts(hosts: &[String], outcome: &run::RunOutcome) -> BTreeMap<String, Res
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::validate::results::{Docs, Scope, SubjectResult, ValidatorResult};
+    use crate::results::{Docs, Scope, SubjectResult, ValidatorResult};
 
     #[test]
     fn a_node_fails_with_the_ids_of_what_it_failed() {

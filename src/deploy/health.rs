@@ -25,7 +25,7 @@ pub fn compile(
         blueprint,
         inventory,
         renderer,
-        |model| crate::validate::health::programs(model, inventory.map(|loaded| &loaded.inventory), renderer),
-        crate::validate::health::Programs::attach,
+        |model| crate::health::programs(model, inventory.map(|loaded| &loaded.inventory), renderer),
+        crate::health::Programs::attach,
     )
 }

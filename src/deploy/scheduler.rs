@@ -15,8 +15,8 @@ use std::future::Future;
 
 use thiserror::Error;
 
+use crate::parsers::slurm::parse_scontrol_nodes;
 use crate::transport::{Executor, TransportError};
-use crate::validate::parsers::slurm::parse_scontrol_nodes;
 
 /// One node as the scheduler reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]

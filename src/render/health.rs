@@ -1,5 +1,5 @@
 //! The templates of toolkit's node health program. The program itself is rendered
-//! from the validators (`validate::health`), which this stage cannot see.
+//! from the validators (`health`), which this stage cannot see.
 //!
 //! Stage: render. Input: none. Output: this module's templates; slurm.conf's
 //! `HealthCheck*` lines come from the model (`model::slurm`).

@@ -19,7 +19,7 @@ use crate::report::{
     ReportError, clean_text, counts_sentence, duration_text, findings, format_number, subjects_by_severity,
     threshold_text, validators_by_severity, verdict_word,
 };
-use crate::validate::results::{
+use crate::results::{
     AxisScale, Evidence, Measurement, ProvenanceKind, Results, Series, SubjectResult, ValidatorResult, Verdict,
 };
 

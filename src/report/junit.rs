@@ -12,7 +12,7 @@
 use std::fmt::Write as _;
 
 use crate::report::{clean_text, format_number, threshold_text};
-use crate::validate::results::{Results, SubjectResult, ValidatorResult, Verdict};
+use crate::results::{Results, SubjectResult, ValidatorResult, Verdict};
 
 /// Renders the JUnit XML document.
 #[must_use]

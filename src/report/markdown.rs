@@ -11,7 +11,7 @@ use crate::report::{
     clean_text, counts_sentence, duration_text, findings, format_number, threshold_text, validators_by_severity,
     verdict_word,
 };
-use crate::validate::results::{Results, SubjectResult, ValidatorResult, Verdict};
+use crate::results::{Results, SubjectResult, ValidatorResult, Verdict};
 
 /// Renders the Markdown report.
 #[must_use]

@@ -14,9 +14,9 @@ pub mod svg;
 
 use thiserror::Error;
 
-use crate::validate::results::{Comparison, Results, SubjectResult, ValidatorResult, Verdict};
+use crate::results::{Comparison, Results, SubjectResult, ValidatorResult, Verdict};
 
-pub use crate::validate::results::format_number;
+pub use crate::results::format_number;
 
 /// The report formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,8 +164,8 @@ pub fn clean_text(text: &str) -> String {
 #[must_use]
 pub fn verdict_word(results: &Results) -> &'static str {
     match results.verdict() {
-        crate::validate::results::Overall::Passed => "PASSED",
-        crate::validate::results::Overall::Failed => "FAILED",
+        crate::results::Overall::Passed => "PASSED",
+        crate::results::Overall::Failed => "FAILED",
     }
 }
 
@@ -173,7 +173,7 @@ pub fn verdict_word(results: &Results) -> &'static str {
 #[must_use]
 pub fn counts_sentence(results: &Results) -> String {
     let summary = Results::summarize(&results.validators);
-    let part = |noun: &str, counts: crate::validate::results::Counts| {
+    let part = |noun: &str, counts: crate::results::Counts| {
         let listed: Vec<String> = Verdict::BY_SEVERITY
             .iter()
             .filter(|verdict| counts.get(**verdict) > 0)

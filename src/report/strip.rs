@@ -9,7 +9,7 @@
 use serde::Serialize;
 
 use crate::report::svg::{CHAR_WIDTH, px};
-use crate::validate::results::{Timeline, TimelineRow};
+use crate::results::{Timeline, TimelineRow};
 
 const WIDTH: f64 = 720.0;
 const ROW_HEIGHT: f64 = 16.0;

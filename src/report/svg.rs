@@ -10,7 +10,7 @@
 use serde::Serialize;
 
 use crate::report::{bytes_label, format_number, threshold_text};
-use crate::validate::results::{AxisScale, Measurement, Series};
+use crate::results::{AxisScale, Measurement, Series};
 
 /// Palette classes for lines, cycled (`series-0` … `series-7` in the CSS).
 const PALETTE: usize = 8;
@@ -457,7 +457,7 @@ pub fn bar_chart(title: &str, bars: &[(&str, &Measurement)]) -> Option<BarChart>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::validate::results::{Comparison, Provenance, ProvenanceKind, Threshold};
+    use crate::results::{Comparison, Provenance, ProvenanceKind, Threshold};
 
     fn series(points: Vec<(f64, f64)>) -> Series {
         Series {

@@ -18,7 +18,7 @@ use std::fmt;
 
 use serde::Deserialize;
 
-use super::results::Verdict;
+use crate::results::Verdict;
 
 /// The start of every drain reason toolkit sets.
 pub const REASON_PREFIX: &str = "toolkit:";

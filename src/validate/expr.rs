@@ -16,8 +16,8 @@ use std::sync::OnceLock;
 use minijinja::value::{Rest, Value, ValueKind};
 use minijinja::{Environment, Error, ErrorKind};
 
-use super::parsers;
 use crate::model::hostlist;
+use crate::parsers;
 use crate::transport::quote::quote;
 
 /// Parsers provided here, for outputs that need no tool-specific reading.

@@ -1,19 +1,17 @@
 //! Validate: acceptance tests with thresholds, run on the cluster, parsed into results.
 //!
-//! Stage: validate. Input: `validators/*.yaml` + the model. Output: results with
-//! numbers and verdicts. `parsers` read tool outputs (nccl-tests, DCGM, fio…);
-//! `results` is the data the report renders.
+//! Stage: validate. Input: `validators/*.yaml` + the model. Output: [`crate::results`]
+//! with numbers and verdicts. This module owns the spec language (`spec`, `expr`,
+//! `catalog`) and the run (`run`: choose subjects, execute, judge). Tool outputs are
+//! read by [`crate::parsers`]; the node health programs live in [`crate::health`].
 
 pub mod cabling;
 pub mod catalog;
 pub mod derived;
 pub mod drain;
 pub mod expr;
-pub mod health;
 pub mod kube;
 pub mod pairwise;
-pub mod parsers;
-pub mod results;
 pub mod roce_qos;
 pub mod run;
 pub mod spec;

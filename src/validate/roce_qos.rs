@@ -8,8 +8,8 @@
 //! Validators reach it as the `roce_qos_mismatches(output, expected, netdevs)`
 //! expression function.
 
+use crate::parsers::mlnx_qos::{InterfaceQos, RoceQosDump};
 use crate::topology::qos::HostQos;
-use crate::validate::parsers::mlnx_qos::{InterfaceQos, RoceQosDump};
 
 /// Every difference between the node's rail NICs and the fabric's QoS.
 #[must_use]
@@ -92,8 +92,8 @@ mod tests {
 
     use super::*;
     use crate::blueprint::schema::{RoceMode, RoceQos};
+    use crate::parsers::mlnx_qos::parse;
     use crate::topology::qos::host_qos;
-    use crate::validate::parsers::mlnx_qos::parse;
 
     const OFED42: &str = include_str!("../../tests/fixtures/parsers/mlnx_qos_i_eth2_dscp_trust_ofed42.txt");
 

@@ -19,8 +19,8 @@ use serde::Deserialize;
 
 use super::derived;
 use super::expr;
-use super::results::Comparison;
 use crate::diagnostic::{Diagnostic, Diagnostics, did_you_mean};
+use crate::results::Comparison;
 use crate::source::SourceFile;
 
 /// Seconds a command may run when the validator does not say.

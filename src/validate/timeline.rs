@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use minijinja::value::Value;
 
 use super::expr;
-use super::results::{Timeline, TimelineRow};
 use super::spec::TimelineSpec;
+use crate::results::{Timeline, TimelineRow};
 
 /// The timeline, or `None` when there are no buckets (nothing recorded yet) or an
 /// expression fails to evaluate (the output lacked the step; the validator's own
@@ -110,8 +110,8 @@ mod tests {
     use serde_json::json;
 
     use super::super::catalog::Catalog;
-    use super::super::parsers::fixtures::read;
     use super::*;
+    use crate::parsers::fixtures::read;
 
     /// The monitoring validator's own timeline over the lab's recorded answers.
     fn lab_timeline(nodes: &[&str]) -> Timeline {

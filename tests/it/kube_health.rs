@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
+use toolkit::health::script::{self, KUBECONFIG, KUBECTL_CACHE, LOCK, TEXTFILE_DIR};
+use toolkit::health::{CORDON_ANNOTATION, Check, NodeChecks, NodeControl, OnFailure, ResolvedLimit};
 use toolkit::render::Renderer;
-use toolkit::validate::health::script::{self, KUBECONFIG, KUBECTL_CACHE, LOCK, TEXTFILE_DIR};
-use toolkit::validate::health::{CORDON_ANNOTATION, Check, NodeChecks, NodeControl, OnFailure, ResolvedLimit};
 use toolkit::validate::spec::Cadence;
 
 use crate::kube_api::{Pki, apiserver, kubeconfig, requests};

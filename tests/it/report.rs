@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use toolkit::report::{self, Format};
-use toolkit::validate::results::{
+use toolkit::results::{
     AxisScale, Comparison, Docs, Evidence, InputFile, Measurement, Provenance, ProvenanceKind, Results, Run, Scope,
     Series, SubjectResult, Threshold, Timeline, TimelineRow, ValidatorResult, Verdict,
 };

@@ -17,10 +17,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use toolkit::model::Model;
+use toolkit::results::{Results, SubjectResult, ValidatorResult, Verdict};
 use toolkit::transport::session::SshPool;
 use toolkit::transport::ssh::{SshOptions, SshTarget};
 use toolkit::validate::catalog::Catalog;
-use toolkit::validate::results::{Results, SubjectResult, ValidatorResult, Verdict};
 use toolkit::validate::run::{self, RunOptions, RunOutcome};
 use toolkit::validate::spec::{ProgramsOn, ValidatorSpec};
 use toolkit::validate::subjects::Site;

@@ -95,8 +95,8 @@ mod tests {
     use std::process::Command;
 
     use super::*;
+    use crate::health::status::{self, CheckStatus};
     use crate::topology::lldp::{End, Neighbor};
-    use crate::validate::health::status::{self, CheckStatus};
 
     fn lab_plan() -> LldpPlan {
         let loaded = crate::blueprint::load(Path::new("blueprints/lab.yaml")).expect("loads");
@@ -260,7 +260,7 @@ mod tests {
         let leaf0 = &plans["leaf0"];
         let text = std::fs::read_to_string(recorded("lldpcli_1.0.16_json0_leaf0_wrongname_node03_stopped.json"))
             .expect("fixture");
-        let parsed = crate::validate::parsers::lldpctl::parse(&text).expect("parses");
+        let parsed = crate::parsers::lldpctl::parse(&text).expect("parses");
         let mut neighbors: Vec<Neighbor> = parsed
             .neighbors
             .iter()

@@ -159,7 +159,7 @@ mod tests {
             "toolkit_healthcheck_measurement{node=\"head\",check=\"fabric-bgp\",subject=\"spine0\",cadence=\"cluster\",action=\"alert\",measurement=\"sessions_established\"} 2"
         ));
         // The status reader understands the file as it does the nodes' own.
-        let statuses = crate::validate::health::status::parse(&text);
+        let statuses = crate::health::status::parse(&text);
         let spine1 = statuses.iter().find(|status| status.subject == "spine1").expect("spine1");
         assert_eq!((spine1.verdict, spine1.cadence.as_str()), ("fail", "cluster"));
         assert_eq!(spine1.detail, "BGP sessions established to leaf0 0 of 1");

@@ -8,10 +8,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
+use serde_json::json;
+
 use super::*;
-use crate::blueprint::schema::ValidatorRef;
+use crate::blueprint::schema::{AcceptanceMode, ValidatorRef};
+use crate::model::Model;
+use crate::results::{Measurement, SubjectResult};
 use crate::source::SourceFile;
-use crate::transport::{Executor, Output, TransportError};
+use crate::transport::{Connector, Executor, ExitStatus, Output, TransportError};
+use crate::validate::catalog::Catalog;
+use crate::validate::expr;
+use crate::validate::spec::Requirement;
+use crate::validate::subjects::Site;
 
 type Respond = dyn Fn(&str, &str) -> (u32, String, String) + Send + Sync;
 
@@ -154,10 +162,10 @@ async fn node_subjects_pass_fail_error_and_skip() {
     assert_eq!(outcome.node_verdicts["node01"]["links"], Verdict::Passed);
     assert_eq!(outcome.node_verdicts["node02"]["links"], Verdict::Failed);
     assert!(!outcome.node_verdicts.contains_key("node03"), "an error says nothing about the node");
-    let results = crate::validate::results::Results::new(
-        crate::validate::results::Run {
+    let results = crate::results::Results::new(
+        crate::results::Run {
             cluster: "lab".to_owned(),
-            blueprint: crate::validate::results::InputFile { path: "b".to_owned(), sha256: "0".repeat(64) },
+            blueprint: crate::results::InputFile { path: "b".to_owned(), sha256: "0".repeat(64) },
             inventory: None,
             toolkit_version: "0".to_owned(),
             started: jiff::Timestamp::UNIX_EPOCH,
