@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::blueprint::schema::{FabricKind, InfinibandSpec, RoceMode, RoceQos, SubnetManagerKind};
 use crate::inventory::{Inventory, SwitchOs};
 use crate::model::Model;
-use crate::render::common::{SysctlApply, apply_once, owned_file, package};
+use crate::render::common::{Command, SysctlApply, apply_once, owned_file, package};
 use crate::render::links::{LinkName, LinkNamer};
 use crate::render::{RenderError, Renderer};
 use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target, watched};
@@ -429,23 +429,14 @@ fn bgp_verify(target: &Target, sessions: usize) -> Resource {
          if [ \"$waited\" -gt \"$2\" ]; then echo \"$out\" >&2; exit 1; fi; sleep 2; done"
     );
     let count = sessions.to_string();
-    Resource::new(
-        target.clone(),
-        BGP_VERIFY,
-        Desired::Command {
-            argv: ["sh", "-c", &wait, "toolkit-bgp-verify", &count, &BGP_VERIFY_SECONDS.to_string()]
-                .map(str::to_owned)
-                .to_vec(),
-            creates: None,
-            unless: Some(
-                ["sh", "-c", &format!("{check} >/dev/null"), "toolkit-bgp-check", &count].map(str::to_owned).to_vec(),
-            ),
-            description: format!("wait until the switch's {sessions} BGP session(s) are Established"),
-            // A wait changes nothing on the switch.
-            undo: Some(Vec::new()),
-            reads: None,
-        },
+    Command::new(
+        ["sh", "-c", &wait, "toolkit-bgp-verify", &count, &BGP_VERIFY_SECONDS.to_string()].map(str::to_owned).to_vec(),
+        format!("wait until the switch's {sessions} BGP session(s) are Established"),
     )
+    .unless(["sh", "-c", &format!("{check} >/dev/null"), "toolkit-bgp-check", &count].map(str::to_owned).to_vec())
+    // A wait changes nothing on the switch.
+    .undo(Vec::new())
+    .on(target, BGP_VERIFY)
 }
 
 /// RoCE QoS as NVUE needs it: the defaults of `nv set qos roce` plus the remapping

@@ -28,7 +28,8 @@ use crate::inventory::secrets::resolve;
 use crate::model::Model;
 use crate::model::kubeadm::{self, KubeNode, KubeadmModel};
 use crate::render::common::{
-    SysctlApply, apt_update, file, load_modules, package, pinned_install, secret_file, service, unwatched_service,
+    Command, SysctlApply, apt_update, file, load_modules, package, pinned_install, secret_file, service,
+    unwatched_service,
 };
 use crate::render::gpu_stack::is_fake;
 use crate::render::{RenderError, Renderer, package_cache};
@@ -300,34 +301,14 @@ fn directory_id(target: &Target, path: &str) -> ResourceId {
 /// A shell script run unless `unless` (also a script) succeeds. Scripts are toolkit's
 /// own constant text: no blueprint value reaches them.
 fn shell_unless(target: &Target, name: &str, script: &str, unless: &str, description: &str) -> Resource {
-    Resource::new(
-        target.clone(),
-        name,
-        Desired::Command {
-            argv: ["sh", "-c", script].map(str::to_owned).to_vec(),
-            creates: None,
-            unless: Some(["sh", "-c", unless].map(str::to_owned).to_vec()),
-            description: description.to_owned(),
-            undo: None,
-            reads: None,
-        },
-    )
+    Command::new(["sh", "-c", script].map(str::to_owned).to_vec(), description)
+        .unless(["sh", "-c", unless].map(str::to_owned).to_vec())
+        .on(target, name)
 }
 
 /// A command skipped once `creates` exists.
 fn command(target: &Target, name: &str, argv: &[&str], creates: &str, description: &str) -> Resource {
-    Resource::new(
-        target.clone(),
-        name,
-        Desired::Command {
-            argv: argv.iter().map(|word| (*word).to_owned()).collect(),
-            creates: Some(creates.to_owned()),
-            unless: None,
-            description: description.to_owned(),
-            undo: None,
-            reads: None,
-        },
-    )
+    Command::new(argv.iter().map(|word| (*word).to_owned()).collect(), description).creates(creates).on(target, name)
 }
 
 /// What every node gets before kubeadm runs on it; returns the ids kubeadm waits for.

@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use crate::render::common::APPLIED_DIR;
+use crate::render::common::{APPLIED_DIR, Command};
 use crate::resource::kube::yaml;
 use crate::resource::{Content, Desired, Resource, Target};
 
@@ -92,18 +92,10 @@ pub fn resources(host: &Target, chart: &Chart<'_>, values: &Value) -> Vec<Resour
     .iter()
     .map(|word| (*word).to_owned())
     .collect();
-    let install = Resource::new(
-        host.clone(),
-        &name,
-        Desired::Command {
-            argv,
-            creates: Some(marker),
-            unless: None,
-            description: format!("helm upgrade --install {} {} {}", chart.release, chart.chart, chart.version),
-            undo: None,
-            reads: None,
-        },
-    )
-    .after([file.id.clone()]);
+    let install =
+        Command::new(argv, format!("helm upgrade --install {} {} {}", chart.release, chart.chart, chart.version))
+            .creates(marker)
+            .on(host, &name)
+            .after([file.id.clone()]);
     vec![file, install]
 }
