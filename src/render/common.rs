@@ -101,7 +101,14 @@ pub(crate) fn owned_file(
     owner: &str,
     group: &str,
 ) -> Resource {
-    any_file(target, path, content, mode, (owner, group), false)
+    any_file(target, path, content, mode, (owner, group), false, None)
+}
+
+/// A root-owned, non-secret file that `check` (`{}`: the new file's path) accepts
+/// before it replaces the old one.
+pub(crate) fn checked_file(target: &Target, path: &str, content: Content, mode: u32, check: &[&str]) -> Resource {
+    let check = check.iter().map(|word| (*word).to_owned()).collect();
+    any_file(target, path, content, mode, ("root", "root"), false, Some(check))
 }
 
 /// A root-owned secret file (never shown, stored only as a hash) without a check command.
@@ -112,12 +119,20 @@ pub(crate) fn secret_file(target: &Target, path: &str, content: Content, mode: u
 /// A secret file (never shown, stored only as a hash) without a check command, owned
 /// by `owner` and the group of the same name (a daemon's system user).
 pub(crate) fn owned_secret_file(target: &Target, path: &str, content: Content, mode: u32, owner: &str) -> Resource {
-    any_file(target, path, content, mode, (owner, owner), true)
+    any_file(target, path, content, mode, (owner, owner), true, None)
 }
 
-/// A file without a check command, made whole (not changed after it is made, which
-/// would copy a render stage's shared [`Desired`]).
-fn any_file(target: &Target, path: &str, content: Content, mode: u32, owner: (&str, &str), secret: bool) -> Resource {
+/// A file, made whole (not changed after it is made, which would copy a render
+/// stage's shared [`Desired`]).
+fn any_file(
+    target: &Target,
+    path: &str,
+    content: Content,
+    mode: u32,
+    owner: (&str, &str),
+    secret: bool,
+    check: Option<Vec<String>>,
+) -> Resource {
     Resource::new(
         target.clone(),
         path,
@@ -128,7 +143,7 @@ fn any_file(target: &Target, path: &str, content: Content, mode: u32, owner: (&s
             owner: owner.0.to_owned(),
             group: owner.1.to_owned(),
             secret,
-            check: None,
+            check,
         },
     )
 }

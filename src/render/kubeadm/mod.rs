@@ -28,7 +28,7 @@ use crate::inventory::secrets::resolve;
 use crate::model::Model;
 use crate::model::kubeadm::{self, KubeNode, KubeadmModel};
 use crate::render::common::{
-    Command, SysctlApply, apt_update, file, load_modules, package, pinned_install, secret_file, service,
+    Command, SysctlApply, apt_update, checked_file, file, load_modules, package, pinned_install, secret_file, service,
     unwatched_service,
 };
 use crate::render::gpu_stack::is_fake;
@@ -355,21 +355,10 @@ fn node_resources(
     } else {
         (files.containerd.clone(), None)
     };
-    let config = Resource::new(
-        target.clone(),
-        CONTAINERD_CONFIG,
-        Desired::File {
-            path: CONTAINERD_CONFIG.to_owned(),
-            content: config,
-            mode: 0o644,
-            owner: "root".to_owned(),
-            group: "root".to_owned(),
-            secret: false,
-            // containerd refuses to start on a file it cannot load: check it first.
-            check: Some(["containerd", "--config", "{}", "config", "dump"].map(str::to_owned).to_vec()),
-        },
-    )
-    .after([containerd.id.clone()]);
+    // containerd refuses to start on a file it cannot load: check it first.
+    let config =
+        checked_file(target, CONTAINERD_CONFIG, config, 0o644, &["containerd", "--config", "{}", "config", "dump"])
+            .after([containerd.id.clone()]);
     let mut after_config = vec![config.id.clone(), load.id.clone()];
     after_config.extend(nvidia.as_ref().map(|toolkit| toolkit.id.clone()));
     let running = service(target, "containerd", vec![config.id.clone()], OnChange::Restart).after(after_config);
