@@ -1,6 +1,6 @@
-//! Resource builders shared by the render modules: a root-owned file, a service,
-//! a package, a command run once per content of a file, and `sysctl -p` of a file
-//! run when a value it sets differs.
+//! Resource builders shared by the render modules: a file, a service, a package, a
+//! command (with its guard, reads and undo), a command run once per content of a
+//! file, and `sysctl -p` of a file run when a value it sets differs.
 //!
 //! Stage: render. Input: a target and what the resource holds. Output: one
 //! [`Resource`]. It imports no render module, so every render module can import it
@@ -24,18 +24,7 @@ pub(crate) fn apply_once(
 ) -> Resource {
     let marker = format!("{APPLIED_DIR}/{name}-{}", &content.sha256()[..16]);
     let script = format!("{shell_command} && mkdir -p {APPLIED_DIR} && rm -f {APPLIED_DIR}/{name}-* && touch {marker}");
-    Resource::new(
-        target.clone(),
-        name,
-        Desired::Command {
-            argv: vec!["sh".to_owned(), "-c".to_owned(), script],
-            creates: Some(marker),
-            unless: None,
-            description: description.to_owned(),
-            undo: None,
-            reads: None,
-        },
-    )
+    Command::new(vec!["sh".to_owned(), "-c".to_owned(), script], description).creates(marker).on(target, name)
 }
 
 /// `apt-get update`, run once per content of the sources and pins it reads (`lists`:
@@ -75,14 +64,9 @@ impl SysctlApply {
         let wanted = sysctl_settings(content.text());
         let mut read = vec!["sysctl".to_owned(), "-n".to_owned()];
         read.extend(wanted.iter().map(|(key, _)| key.clone()));
-        let desired = Desired::Command {
-            argv: vec!["sysctl".to_owned(), "-p".to_owned(), path.to_owned()],
-            creates: None,
-            unless: None,
-            description: description.to_owned(),
-            undo: None,
-            reads: Some(Box::new(Reads { argv: read, wanted })),
-        };
+        let desired = Command::new(vec!["sysctl".to_owned(), "-p".to_owned(), path.to_owned()], description)
+            .reads(Reads { argv: read, wanted })
+            .desired();
         Self { name, desired: std::sync::Arc::new(desired) }
     }
 
@@ -117,17 +101,38 @@ pub(crate) fn owned_file(
     owner: &str,
     group: &str,
 ) -> Resource {
-    any_file(target, path, content, mode, (owner, group), false)
+    any_file(target, path, content, mode, (owner, group), false, None)
+}
+
+/// A root-owned, non-secret file that `check` (`{}`: the new file's path) accepts
+/// before it replaces the old one.
+pub(crate) fn checked_file(target: &Target, path: &str, content: Content, mode: u32, check: &[&str]) -> Resource {
+    let check = check.iter().map(|word| (*word).to_owned()).collect();
+    any_file(target, path, content, mode, ("root", "root"), false, Some(check))
 }
 
 /// A root-owned secret file (never shown, stored only as a hash) without a check command.
 pub(crate) fn secret_file(target: &Target, path: &str, content: Content, mode: u32) -> Resource {
-    any_file(target, path, content, mode, ("root", "root"), true)
+    owned_secret_file(target, path, content, mode, "root")
 }
 
-/// A file without a check command, made whole (not changed after it is made, which
-/// would copy a render stage's shared [`Desired`]).
-fn any_file(target: &Target, path: &str, content: Content, mode: u32, owner: (&str, &str), secret: bool) -> Resource {
+/// A secret file (never shown, stored only as a hash) without a check command, owned
+/// by `owner` and the group of the same name (a daemon's system user).
+pub(crate) fn owned_secret_file(target: &Target, path: &str, content: Content, mode: u32, owner: &str) -> Resource {
+    any_file(target, path, content, mode, (owner, owner), true, None)
+}
+
+/// A file, made whole (not changed after it is made, which would copy a render
+/// stage's shared [`Desired`]).
+fn any_file(
+    target: &Target,
+    path: &str,
+    content: Content,
+    mode: u32,
+    owner: (&str, &str),
+    secret: bool,
+    check: Option<Vec<String>>,
+) -> Resource {
     Resource::new(
         target.clone(),
         path,
@@ -138,19 +143,24 @@ fn any_file(target: &Target, path: &str, content: Content, mode: u32, owner: (&s
             owner: owner.0.to_owned(),
             group: owner.1.to_owned(),
             secret,
-            check: None,
+            check,
         },
     )
 }
 
 /// An enabled, running service that depends on the files it watches.
 pub(crate) fn service(target: &Target, name: &str, watches: Vec<ResourceId>, on_change: OnChange) -> Resource {
+    watching_service(target, name, &watches, on_change).after(watches)
+}
+
+/// An enabled, running service that watches `watches` but depends on nothing yet: for
+/// a caller that lists every dependency itself, in its own order.
+pub(crate) fn watching_service(target: &Target, name: &str, watches: &[ResourceId], on_change: OnChange) -> Resource {
     Resource::new(
         target.clone(),
         name,
-        Desired::Service { name: name.to_owned(), enabled: true, running: true, watches: watched(&watches), on_change },
+        Desired::Service { name: name.to_owned(), enabled: true, running: true, watches: watched(watches), on_change },
     )
-    .after(watches)
 }
 
 /// An enabled, running service that watches no file, after `after`: a oneshot boot
@@ -177,18 +187,66 @@ pub(crate) fn pinned_install(
     argv.extend(packages.iter().cloned());
     let mut unless: Vec<String> = ["sh", "-c", pinned, "sh", pin].map(str::to_owned).to_vec();
     unless.extend(packages.iter().cloned());
-    Resource::new(
-        target.clone(),
-        name,
-        Desired::Command {
-            argv,
-            creates: None,
-            unless: Some(unless),
-            description: description.to_owned(),
-            undo: None,
-            reads: None,
-        },
-    )
+    Command::new(argv, description).unless(unless).on(target, name)
+}
+
+/// A command on a target: what it runs, what skips it (`creates`, `unless`, or the
+/// values it `reads`) and what undoes it once it leaves the blueprint. The one
+/// place render builds a [`Desired::Command`].
+pub(crate) struct Command {
+    argv: Vec<String>,
+    creates: Option<String>,
+    unless: Option<Vec<String>>,
+    reads: Option<Reads>,
+    undo: Option<Vec<String>>,
+    description: String,
+}
+
+impl Command {
+    /// `argv`, run on every deploy until a guard is added; no undo.
+    pub(crate) fn new(argv: Vec<String>, description: impl Into<String>) -> Self {
+        Self { argv, creates: None, unless: None, reads: None, undo: None, description: description.into() }
+    }
+
+    /// Skipped once the file at `path` exists.
+    #[must_use]
+    pub(crate) fn creates(mut self, path: impl Into<String>) -> Self {
+        self.creates = Some(path.into());
+        self
+    }
+
+    /// Skipped when the command `argv` succeeds.
+    #[must_use]
+    pub(crate) fn unless(mut self, argv: Vec<String>) -> Self {
+        self.unless = Some(argv);
+        self
+    }
+
+    /// Run when the values `reads` reads differ from the ones it wants.
+    #[must_use]
+    pub(crate) fn reads(mut self, reads: Reads) -> Self {
+        self.reads = Some(reads);
+        self
+    }
+
+    /// Undone by `argv` once it leaves the blueprint; an empty `argv` says there is
+    /// nothing to undo.
+    #[must_use]
+    pub(crate) fn undo(mut self, argv: Vec<String>) -> Self {
+        self.undo = Some(argv);
+        self
+    }
+
+    /// The desired state, for a caller that shares it between targets.
+    pub(crate) fn desired(self) -> Desired {
+        let Self { argv, creates, unless, reads, undo, description } = self;
+        Desired::Command { argv, creates, unless, description, undo, reads: reads.map(Box::new) }
+    }
+
+    /// The command on `target`, named `name`.
+    pub(crate) fn on(self, target: &Target, name: &str) -> Resource {
+        Resource::new(target.clone(), name, self.desired())
+    }
 }
 
 /// A package installed by the OS package manager.

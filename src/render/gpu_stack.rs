@@ -27,7 +27,7 @@ use crate::inventory::Inventory;
 use crate::model::software::Stack;
 use crate::model::{Group, Model};
 use crate::render::common::{
-    APPLIED_DIR, apply_once, apt_update, file, load_modules, package, pinned_install, unwatched_service,
+    APPLIED_DIR, Command, apply_once, apt_update, file, load_modules, package, pinned_install, unwatched_service,
 };
 use crate::render::{RenderError, Renderer, package_cache};
 use crate::resource::{Content, Desired, Disruption, Resource, ResourceId, Target, watched_file};
@@ -384,15 +384,12 @@ fn enroot_files(
 }
 
 fn command(target: &Target, name: &str, argv: Vec<String>, guard: Guard, description: &str) -> Resource {
-    let (creates, unless) = match guard {
-        Guard::Creates(path) => (Some(path), None),
-        Guard::Unless(argv) => (None, Some(argv)),
-    };
-    Resource::new(
-        target.clone(),
-        name,
-        Desired::Command { argv, creates, unless, description: description.to_owned(), undo: None, reads: None },
-    )
+    let command = Command::new(argv, description);
+    match guard {
+        Guard::Creates(path) => command.creates(path),
+        Guard::Unless(argv) => command.unless(argv),
+    }
+    .on(target, name)
 }
 
 enum Guard {

@@ -319,18 +319,7 @@ impl<'a> RailRenderer<'a> {
         .after([netplan_file.id.clone()])
         .after(named)
         .disrupts(Disruption::Drain);
-        let networkd = Resource::new(
-            target.clone(),
-            NETWORKD,
-            Desired::Service {
-                name: NETWORKD.to_owned(),
-                enabled: true,
-                running: true,
-                watches: Vec::new(),
-                on_change: OnChange::Reload,
-            },
-        )
-        .after([generate.id.clone()]);
+        let networkd = service(target, NETWORKD, Vec::new(), OnChange::Reload).after([generate.id.clone()]);
         let netplan_apply = apply_once(
             target,
             "netplan-apply",

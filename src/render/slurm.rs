@@ -24,8 +24,11 @@ use crate::inventory::secrets::resolve;
 use crate::inventory::{Inventory, SecretRef};
 use crate::model::Model;
 use crate::model::slurm::{self as slurm_model, SlurmConfig, SlurmHost};
+use crate::render::common::{
+    Command, file, owned_secret_file, package, secret_file, unwatched_service, watching_service,
+};
 use crate::render::{RenderError, Renderer};
-use crate::resource::{Content, Desired, Disruption, OnChange, Reads, Resource, ResourceId, Target, watched};
+use crate::resource::{Content, Disruption, OnChange, Reads, Resource, ResourceId, Target};
 
 /// Templates of this module: `(name under templates/, text)`.
 pub const TEMPLATES: &[(&str, &str)] = &[
@@ -264,20 +267,12 @@ mv "$conf.toolkit-new" "$conf"
 systemd-tmpfiles --create "$conf""##;
     let exist = r#"for i in $(seq 0 "$1"); do test -c /dev/nvidia$i || exit 1; done
 grep -qx "c /dev/nvidia$1 0666 root root - 195:$1" /etc/tmpfiles.d/toolkit-fake-gpus.conf"#;
-    Resource::new(
-        Target::node(host),
-        "fake-gpu-devices",
-        Desired::Command {
-            argv: strings(["sh", "-c", create, "sh", &last]),
-            creates: None,
-            unless: Some(strings(["sh", "-c", exist, "sh", &last])),
-            description: format!(
-                "create /dev/nvidia0-{last} for Slurm's GRES, and at every boot (fake_gpu_devices: no GPUs here)"
-            ),
-            undo: None,
-            reads: None,
-        },
+    Command::new(
+        strings(["sh", "-c", create, "sh", &last]),
+        format!("create /dev/nvidia0-{last} for Slurm's GRES, and at every boot (fake_gpu_devices: no GPUs here)"),
     )
+    .unless(strings(["sh", "-c", exist, "sh", &last]))
+    .on(&Target::node(host), "fake-gpu-devices")
 }
 
 /// A model error, reported through the render error type (it has no variant of its own).
@@ -306,65 +301,6 @@ fn service_id(host: &str, name: &str) -> ResourceId {
 
 fn command_id(host: &str, name: &str) -> ResourceId {
     ResourceId::new(host, "command", name)
-}
-
-struct FileSpec<'a> {
-    path: &'a str,
-    content: &'a Content,
-    mode: u32,
-    owner: &'a str,
-    secret: bool,
-}
-
-fn file(host: &str, spec: &FileSpec<'_>) -> Resource {
-    Resource::new(
-        Target::node(host),
-        spec.path,
-        Desired::File {
-            path: spec.path.to_owned(),
-            content: spec.content.clone(),
-            mode: spec.mode,
-            owner: spec.owner.to_owned(),
-            group: spec.owner.to_owned(),
-            secret: spec.secret,
-            check: None,
-        },
-    )
-}
-
-fn package(host: &str, name: &str) -> Resource {
-    Resource::new(Target::node(host), name, Desired::Package { name: name.to_owned() })
-}
-
-fn service(host: &str, name: &str, watches: &[ResourceId]) -> Resource {
-    Resource::new(
-        Target::node(host),
-        name,
-        Desired::Service {
-            name: name.to_owned(),
-            enabled: true,
-            running: true,
-            watches: watched(watches),
-            on_change: OnChange::Restart,
-        },
-    )
-}
-
-fn command(host: &str, name: &str, argv: Vec<String>, unless: Vec<String>, description: String) -> Resource {
-    Resource::new(
-        Target::node(host),
-        name,
-        Desired::Command { argv, creates: None, unless: Some(unless), description, undo: None, reads: None },
-    )
-}
-
-/// `resource` (a command) undone by `argv` once it leaves the blueprint; an empty
-/// `argv` says there is nothing to undo.
-fn undone_by(mut resource: Resource, argv: Vec<String>) -> Resource {
-    if let Desired::Command { undo, .. } = std::sync::Arc::make_mut(&mut resource.desired) {
-        *undo = Some(argv);
-    }
-    resource
 }
 
 fn strings<const N: usize>(items: [&str; N]) -> Vec<String> {
@@ -415,18 +351,21 @@ fn host_resources(host: &SlurmHost, files: &SlurmFiles, links: &HostLinks<'_>, o
     if host.database && files.database.is_some() {
         packages.extend(["mariadb-server", "slurmdbd"]);
     }
-    out.extend(packages.iter().map(|package_name| package(name, package_name)));
+    let target = Target::node(name);
+    out.extend(packages.iter().map(|package_name| package(&target, package_name)));
 
     // /etc/slurm and the slurm user come with slurm-client; /etc/munge and the
     // munge user with munge.
     let client = package_id(name, "slurm-client");
     let munge_package = package_id(name, "munge");
     let munge_key =
-        file(name, &FileSpec { path: MUNGE_KEY, content: &files.munge_key, mode: 0o400, owner: "munge", secret: true })
-            .after([munge_package.clone()]);
+        owned_secret_file(&target, MUNGE_KEY, files.munge_key.clone(), 0o400, "munge").after([munge_package.clone()]);
     let munge_key_id = munge_key.id.clone();
     out.push(munge_key);
-    out.push(service(name, "munge", std::slice::from_ref(&munge_key_id)).after([munge_package, munge_key_id]));
+    out.push(
+        watching_service(&target, "munge", std::slice::from_ref(&munge_key_id), OnChange::Restart)
+            .after([munge_package, munge_key_id]),
+    );
     let munge_service = service_id(name, "munge");
 
     let mut config_files = vec![(SLURM_CONF, &files.slurm_conf), (CGROUP_CONF, &files.cgroup_conf)];
@@ -447,9 +386,7 @@ fn host_resources(host: &SlurmHost, files: &SlurmFiles, links: &HostLinks<'_>, o
         } else {
             Disruption::None
         };
-        let resource = file(name, &FileSpec { path, content, mode: 0o644, owner: "root", secret: false })
-            .after([client.clone()])
-            .disrupts(disruption);
+        let resource = file(&target, path, content.clone(), 0o644).after([client.clone()]).disrupts(disruption);
         watched.push(resource.id.clone());
         out.push(resource);
     }
@@ -464,7 +401,7 @@ fn host_resources(host: &SlurmHost, files: &SlurmFiles, links: &HostLinks<'_>, o
         after.extend(watched.iter().cloned());
         after.extend(links.slurmdbd.cloned());
         after.extend(links.add_cluster.cloned());
-        out.push(service(name, "slurmctld", &watched).after(after));
+        out.push(watching_service(&target, "slurmctld", &watched, OnChange::Restart).after(after));
     }
     if host.compute {
         let mut after = vec![package_id(name, "slurmd"), munge_service, links.slurmctld.clone()];
@@ -474,7 +411,7 @@ fn host_resources(host: &SlurmHost, files: &SlurmFiles, links: &HostLinks<'_>, o
             after.push(devices.id.clone());
             out.push(devices);
         }
-        out.push(service(name, "slurmd", &watched).after(after));
+        out.push(watching_service(&target, "slurmd", &watched, OnChange::Restart).after(after));
     }
 }
 
@@ -482,40 +419,33 @@ fn database_resources(name: &str, database: &DatabaseFiles, munge_service: &Reso
     let mariadb_package = package_id(name, "mariadb-server");
     let slurmdbd_package = package_id(name, "slurmdbd");
     let client = package_id(name, "slurm-client");
-    out.push(service(name, "mariadb", &[]).after([mariadb_package]));
+    let target = Target::node(name);
+    out.push(unwatched_service(&target, "mariadb", [mariadb_package]));
     let mariadb_service = service_id(name, "mariadb");
 
     // Owned by the slurm user the package created; slurmdbd refuses any other owner or mode.
-    let slurmdbd_conf = file(
-        name,
-        &FileSpec { path: SLURMDBD_CONF, content: &database.slurmdbd_conf, mode: 0o600, owner: "slurm", secret: true },
-    )
-    .after([slurmdbd_package.clone()]);
-    let setup_sql = file(
-        name,
-        &FileSpec { path: DB_SETUP_SQL, content: &database.setup_sql, mode: 0o600, owner: "root", secret: true },
-    )
-    .after([client.clone()]);
-    let client_cnf = file(
-        name,
-        &FileSpec { path: DB_CLIENT_CNF, content: &database.client_cnf, mode: 0o600, owner: "root", secret: true },
-    )
-    .after([client]);
+    let slurmdbd_conf = owned_secret_file(&target, SLURMDBD_CONF, database.slurmdbd_conf.clone(), 0o600, "slurm")
+        .after([slurmdbd_package.clone()]);
+    let setup_sql = secret_file(&target, DB_SETUP_SQL, database.setup_sql.clone(), 0o600).after([client.clone()]);
+    let client_cnf = secret_file(&target, DB_CLIENT_CNF, database.client_cnf.clone(), 0o600).after([client]);
     let (conf_id, setup_id, client_id) = (slurmdbd_conf.id.clone(), setup_sql.id.clone(), client_cnf.id.clone());
     out.extend([slurmdbd_conf, setup_sql, client_cnf]);
 
     // The password is only in the files: argv and guard show paths, never the secret.
-    let db_user = command(
-        name,
-        "slurm-db-user",
+    let db_user = Command::new(
         vec!["mariadb".to_owned(), format!("--execute=source {DB_SETUP_SQL}")],
-        vec!["mariadb".to_owned(), format!("--defaults-extra-file={DB_CLIENT_CNF}"), "--execute=SELECT 1".to_owned()],
-        "create the database user slurmdbd connects as".to_owned(),
+        "create the database user slurmdbd connects as",
     )
+    .unless(vec![
+        "mariadb".to_owned(),
+        format!("--defaults-extra-file={DB_CLIENT_CNF}"),
+        "--execute=SELECT 1".to_owned(),
+    ])
+    .on(&target, "slurm-db-user")
     .after([mariadb_service.clone(), setup_id, client_id]);
     let db_user_id = db_user.id.clone();
     out.push(db_user);
-    out.push(service(name, "slurmdbd", std::slice::from_ref(&conf_id)).after([
+    out.push(watching_service(&target, "slurmdbd", std::slice::from_ref(&conf_id), OnChange::Restart).after([
         slurmdbd_package,
         munge_service.clone(),
         mariadb_service,
@@ -562,64 +492,63 @@ fn accounting_commands(config: &SlurmConfig, out: &mut Vec<Resource>) {
     let host = config.controller.as_str();
     let cluster = config.cluster_name.as_str();
     let cluster_where = format!("cluster={cluster}");
+    let target = Target::node(host);
     // slurmdbd is "started" for systemd before it listens (it first connects to
     // MariaDB and checks its tables): sacctmgr right after the start is refused.
-    let ready = command(
-        host,
-        "slurmdbd-ready",
+    // A wait changes nothing: nothing to undo.
+    let ready = Command::new(
         strings([
             "sh",
             "-c",
             "for attempt in $(seq 60); do sacctmgr -n -P show cluster format=Cluster >/dev/null && exit 0; sleep 2; done; exit 1",
         ]),
-        strings(["sh", "-c", &format!("{HAS_CONFIG}sacctmgr -n -P show cluster format=Cluster >/dev/null")]),
-        "wait until slurmdbd answers".to_owned(),
+        "wait until slurmdbd answers",
     )
+    .unless(strings(["sh", "-c", &format!("{HAS_CONFIG}sacctmgr -n -P show cluster format=Cluster >/dev/null")]))
+    .undo(Vec::new())
+    .on(&target, "slurmdbd-ready")
     // sacctmgr reads slurm.conf for the slurmdbd address and needs munge.
     .after([file_id(host, SLURM_CONF), service_id(host, "munge"), package_id(host, "slurm-client")])
     .after(config.database.as_deref().map(|db| service_id(db, "slurmdbd")));
-    let add_cluster = command(
-        host,
-        "sacctmgr-cluster",
+    // The cluster's record holds all its accounting and stays (no undo) when
+    // accounting leaves the blueprint.
+    let add_cluster = Command::new(
         sacctmgr(&["add", "cluster", cluster]),
-        sacctmgr_shows(&["show", "cluster", "where", &format!("name={cluster}"), "format=Cluster"]),
         format!("register cluster `{cluster}` with slurmdbd before slurmctld starts"),
     )
+    .unless(sacctmgr_shows(&["show", "cluster", "where", &format!("name={cluster}"), "format=Cluster"]))
+    .on(&target, "sacctmgr-cluster")
     .after([ready.id.clone()]);
-    // A wait changes nothing; the cluster's record holds all its accounting and
-    // stays (no undo) when accounting leaves the blueprint.
-    out.extend([undone_by(ready, Vec::new()), add_cluster]);
+    out.extend([ready, add_cluster]);
     if config.qos.is_empty() {
         return;
     }
 
     // QOS limits name TRES (gres/gpu) that exist only once slurmctld has registered
     // them with slurmdbd, shortly after it starts; sacctmgr rejects them before.
-    let tres = command(
-        host,
-        "slurm-tres-registered",
+    let tres = Command::new(
         strings([
             "sh",
             "-c",
             r#"for attempt in $(seq 60); do test -n "$(sacctmgr -n -P show tres where type=gres name=gpu format=Name)" && exit 0; sleep 2; done; exit 1"#,
         ]),
-        sacctmgr_shows(&["show", "tres", "where", "type=gres", "name=gpu", "format=Name"]),
-        "wait until slurmctld has registered gres/gpu with slurmdbd".to_owned(),
+        "wait until slurmctld has registered gres/gpu with slurmdbd",
     )
+    .unless(sacctmgr_shows(&["show", "tres", "where", "type=gres", "name=gpu", "format=Name"]))
+    .undo(Vec::new())
+    .on(&target, "slurm-tres-registered")
     .after([service_id(host, "slurmctld")]);
     let mut previous = tres.id.clone();
-    out.push(undone_by(tres, Vec::new()));
+    out.push(tres);
 
     for qos in &config.qos {
         let name_where = format!("name={}", qos.name);
-        let add = command(
-            host,
-            &format!("sacctmgr-qos-{}", qos.name),
-            sacctmgr(&["add", "qos", &qos.name]),
-            sacctmgr_shows(&["show", "qos", "where", &name_where, "format=Name"]),
-            format!("create QOS `{}`", qos.name),
-        )
-        .after([previous]);
+        // Settings go with their QOS.
+        let add = Command::new(sacctmgr(&["add", "qos", &qos.name]), format!("create QOS `{}`", qos.name))
+            .unless(sacctmgr_shows(&["show", "qos", "where", &name_where, "format=Name"]))
+            .undo(delete_accounting(&Accounting::Qos { qos: &qos.name }))
+            .on(&target, &format!("sacctmgr-qos-{}", qos.name))
+            .after([previous]);
         let mut fields: Vec<(&str, String)> = vec![("Priority", qos.priority.to_string())];
         fields.extend(qos.grp_tres.iter().map(|value| ("GrpTRES", value.clone())));
         fields.extend(qos.preempt.iter().map(|value| ("Preempt", value.clone())));
@@ -635,29 +564,27 @@ fn accounting_commands(config: &SlurmConfig, out: &mut Vec<Resource>) {
         )
         .after([add.id.clone()]);
         previous = modify.id.clone();
-        // Settings go with their QOS.
-        let add = undone_by(add, delete_accounting(&Accounting::Qos { qos: &qos.name }));
-        out.extend([add, undone_by(modify, Vec::new())]);
+        out.extend([add, modify]);
     }
 
     let mut account_ids = Vec::with_capacity(config.accounts.len());
     for account in &config.accounts {
         let name_where = format!("name={}", account.name);
-        let add = command(
-            host,
-            &format!("sacctmgr-account-{}", account.name),
+        let add = Command::new(
             sacctmgr(&["add", "account", &account.name, &cluster_where]),
-            sacctmgr_shows(&[
-                "show",
-                "assoc",
-                "where",
-                &cluster_where,
-                &format!("account={}", account.name),
-                "user=",
-                "format=Account",
-            ]),
             format!("create account `{}`", account.name),
         )
+        .unless(sacctmgr_shows(&[
+            "show",
+            "assoc",
+            "where",
+            &cluster_where,
+            &format!("account={}", account.name),
+            "user=",
+            "format=Account",
+        ]))
+        .undo(delete_accounting(&Accounting::Account { account: &account.name, cluster }))
+        .on(&target, &format!("sacctmgr-account-{}", account.name))
         .after([previous.clone()]);
         let mut fields: Vec<(&str, String)> = Vec::new();
         fields.extend(account.fairshare.map(|share| ("Fairshare", share.to_string())));
@@ -677,18 +604,15 @@ fn accounting_commands(config: &SlurmConfig, out: &mut Vec<Resource>) {
         )
         .after([add.id.clone()]);
         account_ids.push((account.name.as_str(), modify.id.clone()));
-        let add = undone_by(add, delete_accounting(&Accounting::Account { account: &account.name, cluster }));
-        out.extend([add, undone_by(modify, Vec::new())]);
+        out.extend([add, modify]);
     }
 
     for user in &config.users {
         let Some((_, account_id)) = account_ids.iter().find(|(name, _)| *name == user.account) else { continue };
         let account_arg = format!("Account={}", user.account);
         let delete = delete_accounting(&Accounting::User { user: &user.name, account: &user.account, cluster });
-        out.push(undone_by(
-            command(
-                host,
-                &format!("sacctmgr-user-{}-{}", user.account, user.name),
+        out.push(
+            Command::new(
                 sacctmgr(&[
                     "add",
                     "user",
@@ -697,20 +621,21 @@ fn accounting_commands(config: &SlurmConfig, out: &mut Vec<Resource>) {
                     &format!("DefaultAccount={}", user.account),
                     &cluster_where,
                 ]),
-                sacctmgr_shows(&[
-                    "show",
-                    "assoc",
-                    "where",
-                    &cluster_where,
-                    &format!("account={}", user.account),
-                    &format!("user={}", user.name),
-                    "format=User",
-                ]),
                 format!("add user `{}` to account `{}`", user.name, user.account),
             )
+            .unless(sacctmgr_shows(&[
+                "show",
+                "assoc",
+                "where",
+                &cluster_where,
+                &format!("account={}", user.account),
+                &format!("user={}", user.name),
+                "format=User",
+            ]))
+            .undo(delete)
+            .on(&target, &format!("sacctmgr-user-{}-{}", user.account, user.name))
             .after([account_id.clone()]),
-            delete,
-        ));
+        );
     }
 }
 
@@ -804,18 +729,8 @@ fn set_command(
         argv: sacctmgr_values(&show_args),
         wanted: fields.iter().map(|(key, value)| ((*key).to_owned(), value.clone())).collect(),
     };
-    Resource::new(
-        Target::node(host),
-        name,
-        Desired::Command {
-            argv: sacctmgr(&argv),
-            creates: None,
-            unless: None,
-            description,
-            undo: None,
-            reads: Some(Box::new(reads)),
-        },
-    )
+    // A setting goes with its object: nothing to undo on its own.
+    Command::new(sacctmgr(&argv), description).reads(reads).undo(Vec::new()).on(&Target::node(host), name)
 }
 
 #[cfg(test)]
@@ -824,6 +739,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+    use crate::resource::Desired;
 
     fn model(path: &str) -> Model {
         let loaded = crate::blueprint::load(Path::new(path)).expect("blueprint loads");

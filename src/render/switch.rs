@@ -17,10 +17,10 @@ use serde::Serialize;
 use crate::blueprint::schema::{FabricKind, InfinibandSpec, RoceMode, RoceQos, SubnetManagerKind};
 use crate::inventory::{Inventory, SwitchOs};
 use crate::model::Model;
-use crate::render::common::{SysctlApply, apply_once, owned_file, package};
+use crate::render::common::{Command, SysctlApply, apply_once, owned_file, package, service};
 use crate::render::links::{LinkName, LinkNamer};
 use crate::render::{RenderError, Renderer};
-use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target, watched};
+use crate::resource::{Content, Desired, OnChange, Resource, ResourceId, Target};
 use crate::topology::ports::{self, DEFAULT_PORT_PREFIX, Direction, FabricPort, HOST_INTERFACE, HOST_VLAN};
 use crate::topology::qos::{CNP_PRIORITY, DEFAULT_PRIORITY as DEFAULT_ROCE_PRIORITY, roce_priority};
 use crate::topology::{Switch, SwitchRole};
@@ -371,18 +371,8 @@ fn render_frr(
     // daemons newly enabled in `daemons`, e.g. bgpd on first deploy) and applies
     // frr.conf as a diff with frr-reload.py, so sessions to unchanged neighbours stay
     // up. A restart would drop every BGP session of the switch for a config edit.
-    let service = Resource::new(
-        target.clone(),
-        "frr",
-        Desired::Service {
-            name: "frr".to_owned(),
-            enabled: true,
-            running: true,
-            watches: watched([&daemons.id, &conf.id]),
-            on_change: OnChange::Reload,
-        },
-    )
-    .after([daemons.id.clone(), conf.id.clone(), tools.id.clone(), sysctl_apply.id.clone()]);
+    let service = service(&target, "frr", vec![daemons.id.clone(), conf.id.clone()], OnChange::Reload)
+        .after([tools.id.clone(), sysctl_apply.id.clone()]);
     let verify = bgp_verify(&target, sessions).after([service.id.clone()]);
     out.extend([frr, tools, daemons, conf, sysctl, sysctl_apply, service, verify]);
     Ok(())
@@ -429,23 +419,14 @@ fn bgp_verify(target: &Target, sessions: usize) -> Resource {
          if [ \"$waited\" -gt \"$2\" ]; then echo \"$out\" >&2; exit 1; fi; sleep 2; done"
     );
     let count = sessions.to_string();
-    Resource::new(
-        target.clone(),
-        BGP_VERIFY,
-        Desired::Command {
-            argv: ["sh", "-c", &wait, "toolkit-bgp-verify", &count, &BGP_VERIFY_SECONDS.to_string()]
-                .map(str::to_owned)
-                .to_vec(),
-            creates: None,
-            unless: Some(
-                ["sh", "-c", &format!("{check} >/dev/null"), "toolkit-bgp-check", &count].map(str::to_owned).to_vec(),
-            ),
-            description: format!("wait until the switch's {sessions} BGP session(s) are Established"),
-            // A wait changes nothing on the switch.
-            undo: Some(Vec::new()),
-            reads: None,
-        },
+    Command::new(
+        ["sh", "-c", &wait, "toolkit-bgp-verify", &count, &BGP_VERIFY_SECONDS.to_string()].map(str::to_owned).to_vec(),
+        format!("wait until the switch's {sessions} BGP session(s) are Established"),
     )
+    .unless(["sh", "-c", &format!("{check} >/dev/null"), "toolkit-bgp-check", &count].map(str::to_owned).to_vec())
+    // A wait changes nothing on the switch.
+    .undo(Vec::new())
+    .on(target, BGP_VERIFY)
 }
 
 /// RoCE QoS as NVUE needs it: the defaults of `nv set qos roce` plus the remapping
@@ -654,18 +635,7 @@ fn render_opensm(
         // Restart: Debian's opensm.service is a oneshot wrapper with no reload; its
         // opensm@<port> instances are PartOf it and restart with it. Forwarding tables
         // stay programmed in the switches while the SM restarts (a standby SM takes over).
-        let service = Resource::new(
-            target.clone(),
-            "opensm",
-            Desired::Service {
-                name: "opensm".to_owned(),
-                enabled: true,
-                running: true,
-                watches: watched([&conf.id, &partitions.id]),
-                on_change: OnChange::Restart,
-            },
-        )
-        .after([conf.id.clone(), partitions.id.clone()]);
+        let service = service(&target, "opensm", vec![conf.id.clone(), partitions.id.clone()], OnChange::Restart);
         out.extend([opensm, conf, partitions, service]);
     }
     Ok(())

@@ -28,7 +28,8 @@ use crate::inventory::secrets::resolve;
 use crate::model::Model;
 use crate::model::kubeadm::{self, KubeNode, KubeadmModel};
 use crate::render::common::{
-    SysctlApply, apt_update, file, load_modules, package, pinned_install, secret_file, service, unwatched_service,
+    Command, SysctlApply, apt_update, checked_file, file, load_modules, package, pinned_install, secret_file, service,
+    unwatched_service,
 };
 use crate::render::gpu_stack::is_fake;
 use crate::render::{RenderError, Renderer, package_cache};
@@ -300,34 +301,14 @@ fn directory_id(target: &Target, path: &str) -> ResourceId {
 /// A shell script run unless `unless` (also a script) succeeds. Scripts are toolkit's
 /// own constant text: no blueprint value reaches them.
 fn shell_unless(target: &Target, name: &str, script: &str, unless: &str, description: &str) -> Resource {
-    Resource::new(
-        target.clone(),
-        name,
-        Desired::Command {
-            argv: ["sh", "-c", script].map(str::to_owned).to_vec(),
-            creates: None,
-            unless: Some(["sh", "-c", unless].map(str::to_owned).to_vec()),
-            description: description.to_owned(),
-            undo: None,
-            reads: None,
-        },
-    )
+    Command::new(["sh", "-c", script].map(str::to_owned).to_vec(), description)
+        .unless(["sh", "-c", unless].map(str::to_owned).to_vec())
+        .on(target, name)
 }
 
 /// A command skipped once `creates` exists.
 fn command(target: &Target, name: &str, argv: &[&str], creates: &str, description: &str) -> Resource {
-    Resource::new(
-        target.clone(),
-        name,
-        Desired::Command {
-            argv: argv.iter().map(|word| (*word).to_owned()).collect(),
-            creates: Some(creates.to_owned()),
-            unless: None,
-            description: description.to_owned(),
-            undo: None,
-            reads: None,
-        },
-    )
+    Command::new(argv.iter().map(|word| (*word).to_owned()).collect(), description).creates(creates).on(target, name)
 }
 
 /// What every node gets before kubeadm runs on it; returns the ids kubeadm waits for.
@@ -374,21 +355,10 @@ fn node_resources(
     } else {
         (files.containerd.clone(), None)
     };
-    let config = Resource::new(
-        target.clone(),
-        CONTAINERD_CONFIG,
-        Desired::File {
-            path: CONTAINERD_CONFIG.to_owned(),
-            content: config,
-            mode: 0o644,
-            owner: "root".to_owned(),
-            group: "root".to_owned(),
-            secret: false,
-            // containerd refuses to start on a file it cannot load: check it first.
-            check: Some(["containerd", "--config", "{}", "config", "dump"].map(str::to_owned).to_vec()),
-        },
-    )
-    .after([containerd.id.clone()]);
+    // containerd refuses to start on a file it cannot load: check it first.
+    let config =
+        checked_file(target, CONTAINERD_CONFIG, config, 0o644, &["containerd", "--config", "{}", "config", "dump"])
+            .after([containerd.id.clone()]);
     let mut after_config = vec![config.id.clone(), load.id.clone()];
     after_config.extend(nvidia.as_ref().map(|toolkit| toolkit.id.clone()));
     let running = service(target, "containerd", vec![config.id.clone()], OnChange::Restart).after(after_config);

@@ -9,9 +9,9 @@
 
 use serde_json::Value;
 
-use crate::render::common::APPLIED_DIR;
+use crate::render::common::{APPLIED_DIR, Command, file};
 use crate::resource::kube::yaml;
-use crate::resource::{Content, Desired, Resource, Target};
+use crate::resource::{Content, Resource, Target};
 
 /// Where values files live on the control host.
 pub const VALUES_DIR: &str = "/etc/toolkit/helm";
@@ -54,19 +54,7 @@ pub fn values_text(chart: &Chart<'_>, values: &Value) -> String {
 pub fn resources(host: &Target, chart: &Chart<'_>, values: &Value) -> Vec<Resource> {
     let path = format!("{VALUES_DIR}/{}.yaml", chart.release);
     let content = Content::new(values_text(chart, values));
-    let file = Resource::new(
-        host.clone(),
-        &path,
-        Desired::File {
-            path: path.clone(),
-            content: content.clone(),
-            mode: 0o644,
-            owner: "root".to_owned(),
-            group: "root".to_owned(),
-            secret: false,
-            check: None,
-        },
-    );
+    let file = file(host, &path, content.clone(), 0o644);
     let name = format!("helm-{}", chart.release);
     let marker = format!("{APPLIED_DIR}/{name}-{}", &content.sha256()[..16]);
     let script = format!(
@@ -92,18 +80,10 @@ pub fn resources(host: &Target, chart: &Chart<'_>, values: &Value) -> Vec<Resour
     .iter()
     .map(|word| (*word).to_owned())
     .collect();
-    let install = Resource::new(
-        host.clone(),
-        &name,
-        Desired::Command {
-            argv,
-            creates: Some(marker),
-            unless: None,
-            description: format!("helm upgrade --install {} {} {}", chart.release, chart.chart, chart.version),
-            undo: None,
-            reads: None,
-        },
-    )
-    .after([file.id.clone()]);
+    let install =
+        Command::new(argv, format!("helm upgrade --install {} {} {}", chart.release, chart.chart, chart.version))
+            .creates(marker)
+            .on(host, &name)
+            .after([file.id.clone()]);
     vec![file, install]
 }
