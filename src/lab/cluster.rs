@@ -801,9 +801,19 @@ pub fn down(docker: &Docker, cluster: &str) -> Result<DownReport, LabError> {
         match docker.output(&args) {
             Ok(_) => break,
             // Right after `rm --force` the engine may still be releasing a container's
-            // endpoints ("has active endpoints"): give it a few seconds.
-            Err(error) if attempt < 10 && error.to_string().contains("active endpoints") => {
+            // endpoints ("has active endpoints"): give it a few seconds. Docker 20.10 can
+            // also keep an endpoint of a removed container for good (seen here: no
+            // container listed, every `network rm` refused until dockerd restarted);
+            // forcing each removed container's endpoint off is its documented cure.
+            Err(error) if attempt < 20 && error.to_string().contains("active endpoints") => {
                 attempt += 1;
+                if attempt == 10 {
+                    for network in &left {
+                        for container in &containers {
+                            let _ = docker.output(&["network", "disconnect", "--force", network, container]);
+                        }
+                    }
+                }
                 std::thread::sleep(Duration::from_millis(500));
                 left = docker.networks_labelled(LABEL, cluster)?;
             }
