@@ -175,14 +175,7 @@ fn the_agent_installs_a_blank_disk_that_then_boots_and_answers_ssh_with_its_pinn
         host_key: host_key.clone(),
     };
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let files = Files {
-        kernel: agent.kernel.clone(),
-        initrd: agent.initrd.clone(),
-        image: built.disk.clone(),
-        image_size: built.size_bytes,
-        image_sha256: built.sha256.clone(),
-        root_partition: built.root_partition,
-    };
+    let files = Files::of(built, &agent);
     let node = |rule: DiskRule| NodeBoot {
         name: "vm01".to_owned(),
         macs: vec![mac.to_owned()],
@@ -336,14 +329,7 @@ fn the_boot_iso_brings_the_agent_up_under_bios_and_uefi_with_its_given_address()
     let dir = tempfile::tempdir().expect("tempdir");
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let mac = "52:54:00:77:00:21";
-    let files = Files {
-        kernel: agent.kernel.clone(),
-        initrd: agent.initrd.clone(),
-        image: built.disk.clone(),
-        image_size: built.size_bytes,
-        image_sha256: built.sha256.clone(),
-        root_partition: built.root_partition,
-    };
+    let files = Files::of(built, &agent);
     for uefi in [false, true] {
         let firmware = if uefi { "OVMF" } else { "SeaBIOS" };
         let (server, mut events) = runtime

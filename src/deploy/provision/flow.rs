@@ -28,7 +28,7 @@ use super::iso;
 use super::overlay::NodeOverlay;
 use super::progress::{Deadlines, Delivery, Progress, Seen};
 use super::server::Files;
-use super::server::{Event, EventKind, NodeBoot, Server};
+use super::server::{Event, EventKind, NodeBoot, Server, normalize_mac};
 use super::verify::{self, Expected};
 use crate::blueprint::schema::{BootMode, Distribution, Os};
 use crate::bmc::redfish::{BmcConfig, BootTarget, PowerState, Redfish, ResetType};
@@ -404,12 +404,6 @@ fn now() -> String {
     jiff::Timestamp::now().round(jiff::Unit::Second).map_or_else(|_| String::new(), |time| time.to_string())
 }
 
-/// Lowercase `aa:bb:…`, as dnsmasq logs MACs and the agent reports them.
-#[must_use]
-pub fn normalize_mac(mac: &str) -> String {
-    mac.trim().to_ascii_lowercase().replace('-', ":")
-}
-
 /// Everything one run needs besides the nodes.
 pub struct Run<'a> {
     /// The inventory's provisioning network.
@@ -630,14 +624,7 @@ async fn install_image(
         });
         run.book.update(&candidate.node, |record| record.image = Some(image.sha256.clone()))?;
     }
-    let files = Files {
-        kernel: agent.kernel.clone(),
-        initrd: agent.initrd.clone(),
-        image: image.disk.clone(),
-        image_size: image.size_bytes,
-        image_sha256: image.sha256.clone(),
-        root_partition: image.root_partition,
-    };
+    let files = Files::of(&image, &agent);
     let bind = SocketAddr::from((network.address, network.port));
     let (server, mut events) = Server::start(bind, &format!("{}:{}", network.address, network.port), files, boots)
         .await

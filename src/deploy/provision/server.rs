@@ -170,6 +170,21 @@ pub struct Files {
     pub root_partition: u32,
 }
 
+impl Files {
+    /// What a run serves: `image` and the agent made from it.
+    #[must_use]
+    pub fn of(image: &super::image::BuiltImage, agent: &super::agent::AgentFiles) -> Self {
+        Self {
+            kernel: agent.kernel.clone(),
+            initrd: agent.initrd.clone(),
+            image: image.disk.clone(),
+            image_size: image.size_bytes,
+            image_sha256: image.sha256.clone(),
+            root_partition: image.root_partition,
+        }
+    }
+}
+
 /// What happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EventKind {
@@ -233,7 +248,8 @@ pub struct Server {
     task: tokio::task::JoinHandle<()>,
 }
 
-/// `52-54-00-aa-bb-cc` or `52:54:00:AA:BB:CC` → `52:54:00:aa:bb:cc`.
+/// `52-54-00-aa-bb-cc` or `52:54:00:AA:BB:CC` → `52:54:00:aa:bb:cc`: as dnsmasq logs
+/// MACs and the agent reports them.
 #[must_use]
 pub fn normalize_mac(mac: &str) -> String {
     mac.trim().to_ascii_lowercase().replace('-', ":")
