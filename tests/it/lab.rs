@@ -41,8 +41,13 @@ fn succeeds(program: &str, args: &[&str]) -> bool {
 
 /// Why the test cannot run here, if it cannot.
 pub(crate) fn missing_prerequisite() -> Option<String> {
-    if !succeeds("docker", &["info"]) {
-        return Some("`docker info` fails (no Docker Engine reachable)".to_owned());
+    match Command::new("docker").arg("info").output() {
+        Ok(info) if info.status.success() => {}
+        Ok(info) => {
+            let said = text(&info.stderr);
+            return Some(format!("`docker info` fails ({}): {}", info.status, said.trim()));
+        }
+        Err(error) => return Some(format!("no `docker` client ({error}): apt-get install docker.io")),
     }
     if Command::new("ssh").arg("-V").output().is_err() {
         return Some("no `ssh` client (apt-get install openssh-client)".to_owned());
