@@ -52,7 +52,7 @@ const RULE_TEST_EDITS: &[(&str, &str)] = &[
         "scheduler:\n",
         "storage:\n  filesystems:\n    - { name: home, kind: nfs, server_group: head, export: /export/home, mount: /home }\n\nscheduler:\n",
     ),
-    ("  scrape_interval: 15s\n", "  scrape_interval: 15s\n  alert_after: 2m\n"),
+    ("  scrape_interval: 15s\n", "  scrape_interval: 15s\n  alert_after: 2m\n  availability_target: 0.9\n"),
 ];
 
 /// Whether `program` can be run (a failure without it, see [`crate::support::cannot_run`]).
@@ -87,14 +87,19 @@ fn every_rule_passes_its_promtool_unit_test() {
     assert_eq!(monitoring.bmcs.len(), 2, "the BMC rules are rendered");
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("toolkit.rules.yml"), rules::rules(&monitoring)).expect("write rules");
-    let tests = root().join("tests/fixtures/monitoring/toolkit.rules.test.yml");
-    std::fs::copy(&tests, dir.path().join("toolkit.rules.test.yml")).expect("copy tests");
     let (ok, output) = run(dir.path(), &["promtool", "check", "rules", "toolkit.rules.yml"]);
     assert!(ok, "{output}");
-    let (ok, output) = run(dir.path(), &["promtool", "test", "rules", "toolkit.rules.test.yml"]);
-    assert!(ok, "{output}");
+    // The availability rules are tested at the rendered evaluation interval (15 s), the
+    // others every minute: one file each.
+    let mut tests = String::new();
+    for file in ["toolkit.rules.test.yml", "toolkit.availability.test.yml"] {
+        let path = root().join("tests/fixtures/monitoring").join(file);
+        std::fs::copy(&path, dir.path().join(file)).expect("copy tests");
+        let (ok, output) = run(dir.path(), &["promtool", "test", "rules", file]);
+        assert!(ok, "{file}: {output}");
+        tests.push_str(&std::fs::read_to_string(&path).expect("tests"));
+    }
     // Every alert the file defines has a test that expects it to fire.
-    let tests = std::fs::read_to_string(&tests).expect("tests");
     let rules = rules::rules(&monitoring);
     for line in rules.lines().filter_map(|line| line.trim().strip_prefix("- alert: ")) {
         assert!(
@@ -363,3 +368,4 @@ fn the_controller_checks_bgp_sessions_against_the_cabling_plan() {
     assert!(timer.contains("OnUnitActiveSec=600s"), "cluster_interval's default, 10m: {timer}");
     assert!(all.iter().any(|r| r.id.as_str() == "head:service:toolkit-cluster-checks.timer"));
 }
+

@@ -2058,3 +2058,11 @@ finds!(
     Error
 );
 
+finds!(
+    an_availability_target_is_a_fraction,
+    &with_monitoring(),
+    [("  retention: 15d\n", "  retention: 15d\n  availability_target: 99.5\n")],
+    "invalid-availability-target",
+    "availability_target: 99.5",
+    Error
+);
