@@ -10,6 +10,7 @@ pub mod availability;
 pub mod html;
 pub mod junit;
 pub mod markdown;
+pub mod rma;
 pub mod strip;
 pub mod svg;
 

@@ -369,3 +369,71 @@ fn the_controller_checks_bgp_sessions_against_the_cabling_plan() {
     assert!(all.iter().any(|r| r.id.as_str() == "head:service:toolkit-cluster-checks.timer"));
 }
 
+/// Kills the Prometheus a test started, even when an assertion fails.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The faulty-host report's health history, read from a real Prometheus on loopback
+/// through `query_range`: a recording rule stands in for node03's health program writing
+/// `toolkit_healthcheck_ok` (gpu-health failing, mtu passing) every second.
+#[tokio::test]
+async fn the_rma_history_is_read_from_a_real_prometheus() {
+    use toolkit::report::rma::Evidence;
+    if !tool("prometheus") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = r#"groups:
+- name: node03-health
+  interval: 1s
+  rules:
+  - record: toolkit_healthcheck_ok
+    expr: label_replace(label_replace(vector(0), "node", "node03", "", ""), "check", "gpu-health", "", "")
+  - record: toolkit_healthcheck_ok
+    expr: label_replace(label_replace(vector(1), "node", "node03", "", ""), "check", "mtu", "", "")
+"#;
+    std::fs::write(dir.path().join("rules.yml"), rules).expect("rules");
+    std::fs::write(dir.path().join("prometheus.yml"), "global: { evaluation_interval: 1s }\nrule_files: [rules.yml]\n")
+        .expect("config");
+    let port = super::redfish::free_port();
+    let child = Command::new("prometheus")
+        .current_dir(dir.path())
+        .args(["--config.file=prometheus.yml", "--storage.tsdb.path=data"])
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starts prometheus");
+    let _running = Running(child);
+    // The history's step is at least 30 s, evaluated from the window's start: a start
+    // 25 s back puts the second step 5 s after Prometheus starts.
+    let started = jiff::Timestamp::now().checked_sub(jiff::SignedDuration::from_secs(25)).expect("time");
+    let url = format!("http://127.0.0.1:{port}");
+    // Until a few evaluations are stored (the rules run every second once it is ready).
+    let mut checks = Vec::new();
+    for _ in 0..60 {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let until = jiff::Timestamp::now();
+        if let Evidence::Read(history) = toolkit::deploy::rma::from_prometheus(&url, "node03", started, until).await {
+            checks = history.checks;
+            if checks.iter().any(|check| check.failing_steps > 0) {
+                break;
+            }
+        }
+    }
+    let gpu = checks.iter().find(|check| check.check == "gpu-health").unwrap_or_else(|| panic!("{checks:#?}"));
+    assert!(gpu.failing_steps > 0 && gpu.passing_steps == 0, "{gpu:?}");
+    assert_eq!(gpu.failing.len(), 1, "one failing period: {gpu:?}");
+    let mtu = checks.iter().find(|check| check.check == "mtu").expect("mtu");
+    assert_eq!(mtu.failing_steps, 0, "{mtu:?}");
+    assert_eq!(checks[0].check, "gpu-health", "the failing check first");
+    // Another node's history is empty, not an error.
+    let other = toolkit::deploy::rma::from_prometheus(&url, "node04", started, jiff::Timestamp::now()).await;
+    assert!(matches!(other, Evidence::Read(ref history) if history.checks.is_empty()), "{other:?}");
+}
