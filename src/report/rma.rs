@@ -127,8 +127,11 @@ pub fn markdown(bundle: &Bundle) -> String {
     let _ = writeln!(out, "| Serial number | {} |", value(hardware.and_then(|h| h.serial.as_ref())));
     let _ = writeln!(out, "| Manufacturer | {} |", value(hardware.and_then(|h| h.manufacturer.as_ref())));
     let _ = writeln!(out, "| Model | {} |", value(hardware.and_then(|h| h.model.as_ref())));
-    let _ =
-        writeln!(out, "| Drain reason | {} |", bundle.reason.read().map_or_else(|| "not read".to_owned(), |r| cell(r)));
+    let reason = match &bundle.reason {
+        Evidence::Read(reason) => cell(reason),
+        Evidence::Missing(why) => format!("not read ({})", cell(why)),
+    };
+    let _ = writeln!(out, "| Drain reason | {reason} |");
     let check = bundle.reason.read().and_then(|reason| reason_check(reason));
     let _ = writeln!(out, "| Failing check | {} |", check.map_or_else(|| "not named".to_owned(), cell));
     let _ = writeln!(out, "| Report made | {} |\n", cell(&bundle.generated));
@@ -206,6 +209,9 @@ pub fn markdown(bundle: &Bundle) -> String {
             }
             for (service, why) in &events.log.unread {
                 let _ = writeln!(out, "- `{service}` could not be read: {}", cell(why));
+            }
+            if !events.log.unread.is_empty() {
+                out.push('\n');
             }
         }
         Evidence::Missing(why) => missing(&mut out, why),
@@ -332,6 +338,8 @@ mod tests {
             "a `|` cannot break the table"
         );
         assert!(text.contains("| Serial number | not reported |"));
+        let unread = Bundle { reason: Evidence::Missing("Slurm does not answer".to_owned()), ..bundle.clone() };
+        assert!(markdown(&unread).contains("| Drain reason | not read (Slurm does not answer) |"));
         for what in ["BMC", "firmware", "checks", "events", "history"] {
             assert!(text.contains(&format!("_Not available: {what}: not read in this test_")), "{what}: {text}");
         }

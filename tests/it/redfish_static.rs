@@ -239,6 +239,7 @@ async fn the_rma_report_of_the_dmtf_server_holds_its_identity_firmware_and_event
         markdown.contains("- `/redfish/v1/Systems/437XR1138R2/LogServices/Log1` could not be read: "),
         "{markdown}"
     );
+    assert!(markdown.contains("(HTTP 404)\n\n## Health history"), "the list ends before the next section: {markdown}");
     assert!(markdown.contains("| 2012-03-07T14:44:00Z | Critical | SEL | Temperature | Upper Critical - going high | Temperature threshold exceeded | 0x592A28 |"), "{markdown}");
     let json = std::fs::read_to_string(json).expect("json");
     let parsed: serde_json::Value = serde_json::from_str(&json).expect("JSON");
