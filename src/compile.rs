@@ -35,12 +35,13 @@ pub fn compile(
     inventory: Option<&LoadedInventory>,
     renderer: &Renderer,
 ) -> Result<Compiled, Diagnostics> {
-    compile_with(blueprint, inventory, renderer, |_| Ok(()), |(), _| {})
+    compile_with(blueprint, inventory, renderer, &[], |_| Ok(()), |(), _| {})
 }
 
 /// [`compile`], with resources a later stage renders from the model (the node health
 /// program, from the validators): `make` makes them beside the render, and `add`
-/// adds them to the rendered resources before the graph is built.
+/// adds them to the rendered resources before the graph is built. `rma` are the nodes
+/// sent to RMA, in the order they went: spares take their places in the partitions.
 ///
 /// # Errors
 /// As [`compile`], and what `make` returns.
@@ -48,10 +49,11 @@ pub fn compile_with<T: Send>(
     blueprint: &LoadedBlueprint,
     inventory: Option<&LoadedInventory>,
     renderer: &Renderer,
+    rma: &[model::spares::RmaRecord],
     make: impl FnOnce(&Model) -> Result<T, Diagnostics> + Send,
     add: impl FnOnce(T, &mut Vec<crate::resource::Resource>),
 ) -> Result<Compiled, Diagnostics> {
-    let model = model::expand(&blueprint.blueprint).map_err(|error| {
+    let model = model::expand(&blueprint.blueprint).map(|model| model.with_rma(rma)).map_err(|error| {
         Diagnostics(vec![
             Diagnostic::error("expand-failed", error.to_string())
                 .in_file(&blueprint.source.path)

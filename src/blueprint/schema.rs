@@ -338,6 +338,16 @@ pub struct NodeGroup {
     /// reboots the node (through the rolling rollout on a running cluster).
     #[serde(default)]
     pub module_options: std::collections::BTreeMap<String, String>,
+    /// Nodes of a compute group kept healthy but out of the tenants' partitions (in a
+    /// low-priority `spare` partition): when a node goes to RMA, a spare of the same
+    /// scalable unit takes its place, so the tenants' guarantees stay met.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub spares: u32,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
+const fn is_zero(value: &u32) -> bool {
+    *value == 0
 }
 
 const fn default_start_index() -> u32 {

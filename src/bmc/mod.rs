@@ -8,6 +8,7 @@
 //! - [`session`]: credentials ([`Sensitive`] never prints) and session/basic authentication.
 //! - [`version`]: vendor firmware versions compared (newer, older, or why not comparable).
 //! - [`inspect`]: the hardware of a system ([`Redfish::inspect`]), each part reported or why not.
+//! - [`logs`]: the system's and its managers' event logs (`LogServices`) within a window.
 //! - [`virtual_media`]: the system's virtual CD, an ISO inserted and ejected by URL.
 //! - [`error`]: [`BmcError`], naming host, URL and user, never a password.
 //! - [`resources`]: reads the API objects of the desired state (power, boot override,
@@ -16,6 +17,7 @@
 
 pub mod error;
 pub mod inspect;
+pub mod logs;
 pub mod redfish;
 pub mod resources;
 pub mod session;

@@ -63,6 +63,7 @@ pub fn destroy_plan(cluster: &str, instances: &[Instance], inputs: plan::diff::P
         changes,
         warnings: Vec::new(),
         rollout: None,
+        spares: None,
     }
 }
 

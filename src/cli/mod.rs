@@ -15,6 +15,7 @@ mod plan;
 mod provision;
 mod push;
 mod report;
+mod rma;
 mod schema;
 mod status;
 mod topology;
@@ -75,6 +76,8 @@ pub enum Command {
     Validate(validate::Args),
     /// The acceptance report (HTML, JUnit XML, JSON, Markdown) from a results file.
     Report(report::Args),
+    /// The faulty-host report of a node sent to RMA (JSON and Markdown), for the vendor ticket.
+    Rma(rma::Args),
     /// Read one acceptance-tool output (nccl-tests, dcgmi, ibstat…) as toolkit does.
     Parse(parse::Args),
     /// Close the SSH connections kept open after earlier runs (see `--ssh-persist`).
@@ -131,6 +134,7 @@ pub fn run() -> ExitCode {
         Command::Destroy(args) => destroy::run(&args),
         Command::Unlock(args) => unlock::run(&args),
         Command::Status(args) => status::run(&args),
+        Command::Rma(args) => rma::run(&args),
         Command::Push(args) => push::run(&args),
         Command::Lab(args) => lab::run(&args),
         Command::Validate(args) => validate::run(&args),

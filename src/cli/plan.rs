@@ -6,7 +6,8 @@ use anyhow::Context as _;
 
 use crate::cli::live::{self, SshArgs};
 use crate::cli::{BlueprintArgs, OutputFormat, Status, emit, load_checked, print_diagnostics};
-use crate::deploy::health::compile;
+use crate::deploy::health::compile_with_rma;
+use crate::model::spares::RmaRecord;
 use crate::plan::{self, state::State};
 use crate::render::Renderer;
 
@@ -43,6 +44,15 @@ pub struct Args {
     /// separated), as `deploy --reinstall` would do (Terraform's `-replace`).
     #[arg(long, value_delimiter = ',', value_name = "NODES")]
     reinstall: Vec<String>,
+    /// Nodes in RMA, in the order they went (comma separated): spares take their places
+    /// in the partitions. Without it, a live plan reads them from Slurm's drain reasons
+    /// (`toolkit:rma …`).
+    #[arg(long, value_delimiter = ',', value_name = "NODES")]
+    rma: Vec<String>,
+    /// Nodes back from RMA (comma separated, before those of `--rma`): each stands by
+    /// as a spare, and the spare that replaced it keeps serving.
+    #[arg(long, value_delimiter = ',', value_name = "NODES")]
+    returned: Vec<String>,
     #[command(flatten)]
     ssh: SshArgs,
 }
@@ -77,7 +87,14 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
     } else {
         renderer
     };
-    let compiled = match compile(&inputs.blueprint, inputs.inventory.as_ref(), &renderer) {
+    let mut rma: Vec<RmaRecord> =
+        args.returned.iter().map(|node| RmaRecord { node: node.clone(), returned: true }).collect();
+    rma.extend(args.rma.iter().map(|node| RmaRecord { node: node.clone(), returned: false }));
+    let has_spares = inputs.blueprint.blueprint.node_groups.iter().any(|group| group.spares > 0);
+    if rma.is_empty() && has_spares && !args.offline {
+        rma = rma_from_slurm(&inputs, &args.ssh)?;
+    }
+    let compiled = match compile_with_rma(&inputs.blueprint, inputs.inventory.as_ref(), &renderer, &rma) {
         Ok(compiled) => compiled,
         Err(diagnostics) => {
             print_diagnostics(&diagnostics, output);
@@ -151,6 +168,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         live_plan.plan
     };
     plan::disruption::classify(&compiled.graph, &mut plan, &compiled.model.schedulable_nodes(), args.max_unavailable);
+    plan.spares = plan::SparesPlan::of(&compiled.model);
     plan.blueprint_path = Some(args.paths.blueprint.display().to_string());
     plan.inventory_path = args.paths.inventory.as_ref().map(|p| p.display().to_string());
     if let Some(out) = &args.out {
@@ -181,4 +199,27 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
     std::mem::forget(plan);
     std::mem::forget(compiled);
     Ok(status)
+}
+
+/// The nodes in RMA as Slurm holds them (drained with `toolkit:rma …`), read on the
+/// controller; none when Slurm does not answer yet (a cluster not deployed).
+fn rma_from_slurm(inputs: &crate::cli::Inputs, ssh: &SshArgs) -> anyhow::Result<Vec<RmaRecord>> {
+    use crate::deploy::scheduler::Scheduler as _;
+    use crate::transport::Connector as _;
+    let inventory = live::require_inventory(inputs)?;
+    let model = crate::model::expand(&inputs.blueprint.blueprint)?;
+    let Some(controller) = model.first_with(crate::blueprint::schema::Role::Controller) else { return Ok(Vec::new()) };
+    let pool = live::pool(inventory, ssh)?;
+    let nodes = live::runtime()?.block_on(async {
+        let nodes = match pool.connect(&controller.name).await {
+            Ok(session) => crate::deploy::scheduler::Slurm::new(session.as_ref()).nodes().await.ok().flatten(),
+            Err(_) => None,
+        };
+        pool.close_all().await;
+        nodes
+    });
+    let nodes = nodes.unwrap_or_default();
+    Ok(crate::model::spares::records_from_reasons(
+        nodes.iter().filter_map(|(name, node)| node.reason.as_deref().map(|reason| (name.as_str(), reason))),
+    ))
 }

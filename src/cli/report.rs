@@ -50,6 +50,39 @@ pub struct Args {
     /// Write the report to this file (atomically) instead of stdout.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Slurm's event log (`sacctmgr -P list events start=… format=NodeName,TimeStart,TimeEnd,State,Reason,User`):
+    /// adds the availability section (HTML and Markdown).
+    #[arg(long, requires = "blueprint")]
+    events: Option<PathBuf>,
+    /// The blueprint whose compute nodes (and their GPUs) the availability accounts.
+    #[arg(long)]
+    blueprint: Option<PathBuf>,
+    /// Start of the period accounted (`2026-11-30T00:00:00`, the event log's time);
+    /// default: the first event's start.
+    #[arg(long)]
+    since: Option<jiff::civil::DateTime>,
+    /// End of the period accounted; default: now.
+    #[arg(long)]
+    until: Option<jiff::civil::DateTime>,
+}
+
+/// The availability of the blueprint's compute nodes from the event log.
+fn availability(args: &Args) -> anyhow::Result<Option<crate::health::availability::Availability>> {
+    use crate::health::availability::{Window, availability};
+    let (Some(events), Some(blueprint)) = (&args.events, &args.blueprint) else { return Ok(None) };
+    let text = std::fs::read_to_string(events).with_context(|| format!("reading `{}`", events.display()))?;
+    let events =
+        crate::parsers::slurm_events::parse_events(&text).with_context(|| format!("reading `{}`", events.display()))?;
+    let loaded =
+        crate::blueprint::load(blueprint).map_err(|diagnostics| anyhow::anyhow!("{}", diagnostics.render()))?;
+    let model = crate::model::expand(&loaded.blueprint)?;
+    let gpus = model
+        .groups_with(crate::blueprint::schema::Role::Compute)
+        .flat_map(|group| model.group_nodes(group).iter().map(|node| (node.name.clone(), group.gpus_per_node)))
+        .collect();
+    let until = args.until.unwrap_or_else(|| jiff::Zoned::now().datetime());
+    let since = args.since.or_else(|| events.iter().map(|event| event.start).min()).unwrap_or(until);
+    Ok(Some(availability(&events, &gpus, Window { start: since, end: until })))
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
@@ -63,7 +96,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         (text, args.results.display().to_string())
     };
     let results = Results::from_json(&text, &origin)?;
-    let rendered = report::render(&results, args.format.into())?;
+    let availability = availability(args)?;
+    let rendered = report::render_with(&results, availability.as_ref(), args.format.into())?;
     match &args.out {
         Some(out) => {
             write_atomic(out, rendered.as_bytes()).with_context(|| format!("writing `{}`", out.display()))?;

@@ -46,6 +46,9 @@ struct Report {
     provisioning: BTreeMap<String, NodeProvisioning>,
     /// Nodes drained with a toolkit reason, by name.
     held: BTreeMap<String, String>,
+    /// Spares on standby and those serving in place of nodes in RMA (with spares).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    spares: Option<crate::plan::SparesPlan>,
     /// Why the scheduler could not be read, when it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     scheduler_error: Option<String>,
@@ -204,10 +207,14 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         Some(Err(error)) => (None, Some(error)),
         None => (None, None),
     };
+    let rma =
+        crate::model::spares::records_from_reasons(held.iter().map(|(node, reason)| (node.as_str(), reason.as_str())));
+    let spares = crate::plan::SparesPlan::of(&model.with_rma(&rma));
     let report = Report {
         rollout: state.rollout,
         provisioning: state.provisioning,
         held,
+        spares,
         scheduler_error,
         prometheus,
         prometheus_error,
@@ -253,6 +260,12 @@ fn text(report: &Report) -> String {
         out.push_str("Drained by toolkit:\n");
         for (name, reason) in &report.held {
             let _ = writeln!(out, "  {name:<12} {reason}");
+        }
+    }
+    if let Some(spares) = &report.spares {
+        out.push_str("Spares:\n");
+        for line in spares.lines() {
+            let _ = writeln!(out, "  {line}");
         }
     }
     if let Some(view) = &report.prometheus {

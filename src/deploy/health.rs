@@ -21,10 +21,25 @@ pub fn compile(
     inventory: Option<&LoadedInventory>,
     renderer: &Renderer,
 ) -> Result<Compiled, Diagnostics> {
+    compile_with_rma(blueprint, inventory, renderer, &[])
+}
+
+/// [`compile`] with spares serving in place of the nodes in RMA (`rma`, in the order
+/// they went).
+///
+/// # Errors
+/// As [`compile`].
+pub fn compile_with_rma(
+    blueprint: &LoadedBlueprint,
+    inventory: Option<&LoadedInventory>,
+    renderer: &Renderer,
+    rma: &[crate::model::spares::RmaRecord],
+) -> Result<Compiled, Diagnostics> {
     compile_with(
         blueprint,
         inventory,
         renderer,
+        rma,
         |model| crate::health::programs(model, inventory.map(|loaded| &loaded.inventory), renderer),
         crate::health::Programs::attach,
     )

@@ -18,6 +18,7 @@ pub mod observe;
 pub mod ops;
 pub mod provision;
 pub mod reboot;
+pub mod rma;
 pub mod rollout;
 #[cfg(test)]
 mod scale_bench;

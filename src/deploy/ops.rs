@@ -329,6 +329,7 @@ mod tests {
             }],
             warnings: Vec::new(),
             rollout: None,
+            spares: None,
         }
     }
 

@@ -20,6 +20,7 @@
 //! counters and prints the measurements, so a `toolkit validate` and a health check
 //! that disagree point at a probe, not at two sets of thresholds.
 
+pub mod availability;
 mod planner;
 pub mod prometheus;
 pub mod resources;

@@ -177,6 +177,68 @@ impl View {
     }
 }
 
+/// The PromQL of one node's health history: per check, the worst verdict of each `step`
+/// (1 passed, 0 failed), for `/api/v1/query_range` with that step. `node` is a host name
+/// checked at lint (letters, digits, `-`, `.`), so it needs no escaping in the label matcher.
+#[must_use]
+pub fn history_query(node: &str, step_seconds: u64) -> String {
+    format!(r#"min by (check) (min_over_time(toolkit_healthcheck_ok{{node="{node}"}}[{step_seconds}s]))"#)
+}
+
+/// One check's history on one node: when it failed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CheckHistory {
+    /// Check (validator) id.
+    pub check: String,
+    /// Steps in which it failed.
+    pub failing_steps: usize,
+    /// Steps in which it ran and passed.
+    pub passing_steps: usize,
+    /// Runs of failing steps, `[first, last]` as RFC 3339 times.
+    pub failing: Vec<[String; 2]>,
+}
+
+/// Each check's failing periods in a range answer (a sample of 0 is a failing step; failing
+/// steps at most 1.5 steps apart are one period). A series without a `check` label is left out.
+#[must_use]
+pub fn history(matrix: &prometheus::Matrix, step_seconds: u64) -> Vec<CheckHistory> {
+    let time = |seconds: f64| {
+        #[allow(clippy::cast_possible_truncation)] // Prometheus times are seconds since 1970, far inside i64
+        let whole = seconds.floor() as i64;
+        jiff::Timestamp::from_second(whole).map_or_else(|_| seconds.to_string(), |at| at.to_string())
+    };
+    #[allow(clippy::cast_precision_loss)] // a step is seconds, far below 2^52
+    let gap = step_seconds as f64 * 1.5;
+    let mut found: Vec<CheckHistory> = matrix
+        .series
+        .iter()
+        .filter_map(|series| {
+            let check = series.labels.get("check")?.clone();
+            let mut failing: Vec<[f64; 2]> = Vec::new();
+            let mut passing_steps = 0;
+            for [at, value] in series.points.iter().copied() {
+                if value != 0.0 {
+                    passing_steps += 1;
+                    continue;
+                }
+                match failing.last_mut() {
+                    Some(period) if at - period[1] <= gap => period[1] = at,
+                    _ => failing.push([at, at]),
+                }
+            }
+            let failing_steps = series.points.len() - passing_steps;
+            Some(CheckHistory {
+                check,
+                failing_steps,
+                passing_steps,
+                failing: failing.into_iter().map(|[from, to]| [time(from), time(to)]).collect(),
+            })
+        })
+        .collect();
+    found.sort_by(|a, b| b.failing_steps.cmp(&a.failing_steps).then_with(|| a.check.cmp(&b.check)));
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,6 +303,47 @@ mod tests {
         let hosts: Vec<String> = view.lines().into_iter().map(|(host, _)| host).collect();
         assert!(hosts.windows(2).all(|pair| pair[0] <= pair[1]), "{hosts:?}");
         assert_eq!(hosts.first().map(String::as_str), Some("node01"));
+    }
+
+    #[test]
+    fn a_nodes_history_as_the_lab_prometheus_recorded_it() {
+        // node02's rail1 down a few seconds, then for 150 s; queried over 10 min with a 30 s step.
+        let matrix =
+            prometheus::parse_range(&read("prometheus_2.42_api_range_healthcheck_history.json")).expect("parses");
+        let node02 = prometheus::Matrix {
+            series: matrix
+                .series
+                .into_iter()
+                .filter(|series| series.labels.get("node").map(String::as_str) == Some("node02"))
+                .collect(),
+        };
+        let checks = history(&node02, 30);
+        let rail = checks.iter().find(|check| check.check == "rail-links").expect("rail-links failed on node02");
+        assert_eq!(rail.failing_steps, 9, "{checks:#?}");
+        assert_eq!(rail.passing_steps, 0, "the query kept only failing steps");
+        assert_eq!(rail.failing.len(), 2, "two periods, 210 s apart: {:?}", rail.failing);
+        assert_eq!(rail.failing[1][1], "2026-11-26T08:25:10Z", "{:?}", rail.failing);
+        assert_eq!(
+            history_query("node02", 30),
+            r#"min by (check) (min_over_time(toolkit_healthcheck_ok{node="node02"}[30s]))"#
+        );
+    }
+
+    #[test]
+    fn failing_steps_apart_are_two_periods() {
+        let series = prometheus::Series {
+            labels: [("check".to_owned(), "mtu".to_owned())].into(),
+            points: vec![[0.0, 0.0], [30.0, 0.0], [60.0, 1.0], [90.0, 1.0], [120.0, 0.0]],
+        };
+        let checks = history(&prometheus::Matrix { series: vec![series] }, 30);
+        assert_eq!((checks[0].failing_steps, checks[0].passing_steps), (3, 2));
+        assert_eq!(
+            checks[0].failing,
+            [
+                ["1970-01-01T00:00:00Z".to_owned(), "1970-01-01T00:00:30Z".to_owned()],
+                ["1970-01-01T00:02:00Z".to_owned(), "1970-01-01T00:02:00Z".to_owned()]
+            ]
+        );
     }
 
     #[test]

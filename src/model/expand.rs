@@ -8,7 +8,7 @@
 use ipnet::Ipv4Net;
 use thiserror::Error;
 
-use super::{Filesystem, Group, Model, Node, RailPort, gpu, hostlist, nvlink, software};
+use super::{Filesystem, Group, Model, Node, RailPort, gpu, hostlist, nvlink, software, spares};
 use crate::blueprint::schema::{Blueprint, Cpu, FabricKind, FilesystemKind};
 use crate::topology::{self, FabricInput, SizingInput, addressing};
 
@@ -165,7 +165,7 @@ pub fn expand(blueprint: &Blueprint) -> Result<Model, ExpandError> {
 
     let filesystems = resolve_filesystems(blueprint, &groups, &nodes)?;
     let nvlink_domains = nvlink::resolve(&blueprint.nvlink_domains, &nodes);
-    Ok(Model {
+    let mut model = Model {
         name: blueprint.cluster.name.clone(),
         domain: blueprint.cluster.domain.clone(),
         groups,
@@ -176,7 +176,10 @@ pub fn expand(blueprint: &Blueprint) -> Result<Model, ExpandError> {
         tenants: blueprint.tenants.clone(),
         nvlink_domains,
         blueprint: blueprint.clone(),
-    })
+        roster: spares::Roster::default(),
+    };
+    model.roster = spares::roster(&model, &[]);
+    Ok(model)
 }
 
 fn parse_cidr(field: &'static str, value: &str) -> Result<Ipv4Net, ExpandError> {

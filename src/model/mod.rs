@@ -15,6 +15,7 @@ pub mod network;
 pub mod nvlink;
 pub mod slurm;
 pub mod software;
+pub mod spares;
 
 use std::net::Ipv4Addr;
 
@@ -49,6 +50,9 @@ pub struct Model {
     pub nvlink_domains: Vec<nvlink::NvlinkDomain>,
     /// The blueprint, for settings used verbatim (scheduler, acceptance).
     pub blueprint: schema::Blueprint,
+    /// Spares on standby and the swaps in effect (none until [`Model::with_rma`]).
+    #[serde(skip_serializing_if = "spares::Roster::is_empty")]
+    pub roster: spares::Roster,
 }
 
 /// A node group, expanded.
@@ -154,6 +158,16 @@ impl Model {
     #[must_use]
     pub fn group_nodes(&self, group: &Group) -> &[Node] {
         &self.nodes[group.nodes.clone()]
+    }
+
+    /// The model with the spares' swaps for the nodes sent to RMA (`records`, in the
+    /// order they went): what the partitions and the topology are rendered from.
+    #[must_use]
+    pub fn with_rma(mut self, records: &[spares::RmaRecord]) -> Self {
+        if !records.is_empty() {
+            self.roster = spares::roster(&self, records);
+        }
+        self
     }
 
     /// Groups with `role`.

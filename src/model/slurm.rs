@@ -149,6 +149,9 @@ pub struct PartitionLine {
     pub over_subscribe: &'static str,
     /// `DefCpuPerGPU`, when every GPU group of the partition has at least one CPU per GPU.
     pub def_cpu_per_gpu: Option<u32>,
+    /// `PriorityTier`, when not Slurm's default (1): the spare partition's is 0, so
+    /// every tenant partition's jobs are scheduled before its own.
+    pub priority_tier: Option<u32>,
 }
 
 /// A gres.conf line.
@@ -323,15 +326,25 @@ pub fn slurm(model: &Model) -> Result<Option<SlurmConfig>, SlurmError> {
 
     let nodes: Vec<NodeLine> = compute.iter().map(|group| node_line(group, sharing)).collect();
     let gres: Vec<GresLine> = compute.iter().flat_map(|group| gres_lines(group, sharing)).collect();
-    let partitions =
+    let mut partitions =
         settings.partitions.iter().map(|partition| partition_line(model, partition)).collect::<Result<Vec<_>, _>>()?;
+    if let Some(spare) = spare_partition(model) {
+        partitions.push(spare);
+    }
     let release = parse_slurm_release(&settings.min_version).unwrap_or((22, 5));
     let nvlink_blocks = settings.topology == SlurmTopology::Block && !model.nvlink_domains.is_empty();
     let topology = if nvlink_blocks { nvlink_block_lines(model) } else { topology_lines(model, settings.topology) };
     // Each block must hold at least the base size (24.05+ fatals otherwise), so the
     // smallest domain sets it; 23.11 has no `BlockSizes` and wants equal blocks (lint).
     let block_sizes = (nvlink_blocks && release >= BLOCK_SIZES_SINCE)
-        .then(|| model.nvlink_domains.iter().map(|domain| domain.nodes.len()).min())
+        .then(|| {
+            model
+                .nvlink_domains
+                .iter()
+                .map(|domain| domain.nodes.iter().filter(|&&index| model.roster.serves(index)).count())
+                .filter(|serving| *serving > 0)
+                .min()
+        })
         .flatten();
 
     let mut sections = global_sections(&GlobalInput {
@@ -512,7 +525,25 @@ fn partition_line(model: &Model, partition: &schema::Partition) -> Result<Partit
                 .ok_or_else(|| SlurmError::UnknownGroup { partition: partition.name.clone(), group: name.clone() })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let nodes = groups.iter().map(|group| group.hostlist.as_str()).collect::<Vec<_>>().join(",");
+    let nodes = if model.roster.is_empty() {
+        groups.iter().map(|group| group.hostlist.as_str()).collect::<Vec<_>>().join(",")
+    } else {
+        // Spares on standby and the nodes they replaced are out of the tenants' partitions.
+        groups
+            .iter()
+            .map(|group| {
+                hostlist::compress(
+                    group
+                        .nodes
+                        .clone()
+                        .filter(|&index| model.roster.serves(index))
+                        .map(|index| model.nodes[index].name.as_str()),
+                )
+            })
+            .filter(|list| !list.is_empty())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     // A job asking for every GPU of a node must still fit its CPUs, so the
     // default is the smallest whole ratio and is left out when it would be 0.
     let def_cpu_per_gpu = groups
@@ -528,6 +559,25 @@ fn partition_line(model: &Model, partition: &schema::Partition) -> Result<Partit
         max_time: partition.max_time.clone().unwrap_or_else(|| "INFINITE".to_owned()),
         over_subscribe: if partition.exclusive { "EXCLUSIVE" } else { "NO" },
         def_cpu_per_gpu,
+        priority_tier: None,
+    })
+}
+
+/// The spares on standby, in a partition of their own below every tenant's: they run
+/// what nobody else wants (burn-in, health canaries) and are ready to take a failed
+/// node's place; `None` without spares on standby.
+fn spare_partition(model: &Model) -> Option<PartitionLine> {
+    if model.roster.standby.is_empty() {
+        return None;
+    }
+    Some(PartitionLine {
+        name: super::spares::SPARE_PARTITION.to_owned(),
+        nodes: hostlist::compress(model.roster.standby.iter().map(|&index| model.nodes[index].name.as_str())),
+        default: false,
+        max_time: "INFINITE".to_owned(),
+        over_subscribe: "NO",
+        def_cpu_per_gpu: None,
+        priority_tier: Some(0),
     })
 }
 
@@ -589,12 +639,21 @@ fn nvlink_block_lines(model: &Model) -> Vec<TopologyLine> {
     model
         .nvlink_domains
         .iter()
-        .filter(|domain| !domain.nodes.is_empty())
-        .map(|domain| TopologyLine {
-            keyword: "BlockName",
-            name: domain.name.clone(),
-            nodes: Some(hostlist::compress(domain.nodes.iter().map(|&index| model.nodes[index].name.as_str()))),
-            switches: None,
+        .filter_map(|domain| {
+            // A spare on standby is outside its rack's block until it takes a failed node's
+            // place (which leaves the block): a block is what a job may span.
+            let serving: Vec<&str> = domain
+                .nodes
+                .iter()
+                .filter(|&&index| model.roster.serves(index))
+                .map(|&index| model.nodes[index].name.as_str())
+                .collect();
+            (!serving.is_empty()).then(|| TopologyLine {
+                keyword: "BlockName",
+                name: domain.name.clone(),
+                nodes: Some(hostlist::compress(serving)),
+                switches: None,
+            })
         })
         .collect()
 }
@@ -952,6 +1011,54 @@ mod tests {
         // nfs01 runs no Slurm daemon or client.
         assert!(roce.hosts.iter().all(|host| host.name != "nfs01"));
         assert_eq!(roce.hosts.len(), 65);
+    }
+
+    #[test]
+    fn spares_stand_by_in_their_own_partition_until_a_swap_puts_them_in_the_tenants() {
+        let text = std::fs::read_to_string("blueprints/lab.yaml").expect("lab").replacen(
+            "    hostname: \"node{index:02}\"\n",
+            "    hostname: \"node{index:02}\"\n    spares: 1\n",
+            1,
+        );
+        let model = model_from(&text);
+        let line = |config: &SlurmConfig, name: &str| {
+            config.partitions.iter().find(|p| p.name == name).map(|p| (p.nodes.clone(), p.priority_tier))
+        };
+        let standing = slurm(&model).expect("ok").expect("slurm");
+        assert_eq!(line(&standing, "gpu"), Some(("node[01-03]".to_owned(), None)));
+        assert_eq!(line(&standing, "spare"), Some(("node04".to_owned(), Some(0))));
+        // The tree is where the nodes are cabled: the spare is under its unit's switch already.
+        assert_eq!(standing.topology[0].nodes.as_deref(), Some("node[01-04]"));
+
+        let rma = [crate::model::spares::RmaRecord { node: "node02".to_owned(), returned: false }];
+        let swapped = slurm(&model.clone().with_rma(&rma)).expect("ok").expect("slurm");
+        assert_eq!(line(&swapped, "gpu"), Some(("node[01,03-04]".to_owned(), None)));
+        assert_eq!(line(&swapped, "spare"), None, "no spare left on standby");
+
+        let returned = [crate::model::spares::RmaRecord { node: "node02".to_owned(), returned: true }];
+        let back = slurm(&model.with_rma(&returned)).expect("ok").expect("slurm");
+        assert_eq!(line(&back, "spare"), Some(("node02".to_owned(), Some(0))));
+    }
+
+    #[test]
+    fn a_spare_joins_its_racks_block_in_the_failed_nodes_place() {
+        let text = std::fs::read_to_string("blueprints/gb200-nvl72.yaml").expect("nvl72").replacen(
+            "  - name: gb200\n",
+            "  - name: gb200\n    spares: 2\n",
+            1,
+        );
+        let model = model_from(&text);
+        let blocks = |config: &SlurmConfig| -> Vec<String> {
+            config.topology.iter().map(|line| line.nodes.clone().unwrap_or_default()).collect()
+        };
+        let standing = slurm(&model).expect("ok").expect("slurm");
+        assert_eq!(blocks(&standing), ["gb[001-017]", "gb[019-035]"]);
+        assert_eq!(standing.block_sizes, Some(17), "the base block is the serving nodes of a rack");
+        let rma = [crate::model::spares::RmaRecord { node: "gb005".to_owned(), returned: false }];
+        let swapped = slurm(&model.with_rma(&rma)).expect("ok").expect("slurm");
+        assert_eq!(blocks(&swapped), ["gb[001-004,006-018]", "gb[019-035]"]);
+        let spare = swapped.partitions.iter().find(|p| p.name == "spare").map(|p| p.nodes.as_str());
+        assert_eq!(spare, Some("gb036"));
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub mod nvlink;
 pub mod ping;
 pub mod prometheus;
 pub mod slurm;
+pub mod slurm_events;
 pub mod xid;
 
 use std::fmt::Write as _;

@@ -385,6 +385,64 @@ pub struct Plan {
     /// Each host's disruption class and the waves of the rolling change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutPlan>,
+    /// Spares on standby and the swaps in effect, when the blueprint has spares.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spares: Option<SparesPlan>,
+}
+
+/// Who stands by and who serves in whose place: what the partitions in the plan's
+/// slurm.conf say, in words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SparesPlan {
+    /// Spares on standby (in the `spare` partition).
+    pub standby: Vec<String>,
+    /// Spares serving in place of nodes in RMA.
+    pub swaps: Vec<crate::model::spares::Swap>,
+    /// Nodes in RMA no spare could replace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreplaced: Vec<String>,
+}
+
+impl SparesPlan {
+    /// The model's roster in names; `None` when it has no spares and no swap.
+    #[must_use]
+    pub fn of(model: &crate::model::Model) -> Option<Self> {
+        let roster = &model.roster;
+        if roster.is_empty() && roster.unreplaced.is_empty() {
+            return None;
+        }
+        Some(Self {
+            standby: roster.standby.iter().map(|&index| model.nodes[index].name.clone()).collect(),
+            swaps: roster.swaps.clone(),
+            unreplaced: roster.unreplaced.clone(),
+        })
+    }
+
+    /// One line per spare on standby and per swap, as `plan` and `status` print them.
+    #[must_use]
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        if !self.standby.is_empty() {
+            lines.push(format!(
+                "standing by in partition `{}`: {}",
+                crate::model::spares::SPARE_PARTITION,
+                crate::model::hostlist::compress(self.standby.iter().map(String::as_str))
+            ));
+        }
+        for swap in &self.swaps {
+            let state = if swap.returned { "back from RMA, a spare now" } else { "in RMA" };
+            lines.push(format!(
+                "{} serves in place of {} ({state}): {}",
+                swap.spare,
+                swap.failed,
+                swap.locality.describe()
+            ));
+        }
+        for node in &self.unreplaced {
+            lines.push(format!("{node} in RMA: no spare left for it; it stays drained in its partitions"));
+        }
+        lines
+    }
 }
 
 impl Plan {
@@ -429,6 +487,7 @@ impl Plan {
             changes,
             warnings: Vec::new(),
             rollout: None,
+            spares: None,
         }
     }
 }

@@ -77,6 +77,13 @@ pub fn text(plan: &Plan) -> String {
     if let Some(rollout) = &plan.rollout {
         disruption_text(rollout, &mut out);
     }
+    if let Some(spares) = &plan.spares {
+        let _ = writeln!(out, "Spares:");
+        for line in spares.lines() {
+            let _ = writeln!(out, "  {line}");
+        }
+        out.push('\n');
+    }
     for warning in &plan.warnings {
         let _ = writeln!(out, "Warning: {warning}");
     }

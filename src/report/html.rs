@@ -66,6 +66,7 @@ struct Page {
     failures: Vec<Finding>,
     warnings: Vec<Finding>,
     validators: Vec<ValidatorView>,
+    availability: Option<crate::report::availability::View>,
     generated_by: String,
 }
 
@@ -151,11 +152,24 @@ struct SubjectRow {
 /// # Errors
 /// [`ReportError::Template`]: a template bug.
 pub fn render(results: &Results) -> Result<String, ReportError> {
+    render_with(results, None)
+}
+
+/// [`render`], with the availability section when given.
+///
+/// # Errors
+/// As [`render`].
+pub fn render_with(
+    results: &Results,
+    availability: Option<crate::report::availability::View>,
+) -> Result<String, ReportError> {
     let env = environment()?;
     let template =
         env.get_template(PAGE).map_err(|source| ReportError::Template { template: PAGE.to_owned(), source })?;
+    let mut page = page(results);
+    page.availability = availability;
     template
-        .render(minijinja::value::Serde(page(results)))
+        .render(minijinja::value::Serde(page))
         .map_err(|source| ReportError::Template { template: PAGE.to_owned(), source })
 }
 
@@ -257,6 +271,7 @@ fn page(results: &Results) -> Page {
         failures,
         warnings,
         validators,
+        availability: None,
         generated_by: format!("toolkit {}", env!("CARGO_PKG_VERSION")),
     }
 }

@@ -6,9 +6,11 @@
 //! Markdown ([`markdown`]). HTML and Markdown list failures first. No format
 //! decides an exit code (that is [`Results::exit_status`]).
 
+pub mod availability;
 pub mod html;
 pub mod junit;
 pub mod markdown;
+pub mod rma;
 pub mod strip;
 pub mod svg;
 
@@ -53,11 +55,31 @@ pub enum ReportError {
 /// # Errors
 /// [`ReportError`]; with results that passed [`Results::problems`] only a toolkit bug.
 pub fn render(results: &Results, format: Format) -> Result<String, ReportError> {
+    render_with(results, None, format)
+}
+
+/// [`render`], with an availability section (HTML and Markdown; JUnit and the results
+/// JSON have no place for it).
+///
+/// # Errors
+/// As [`render`].
+pub fn render_with(
+    results: &Results,
+    availability: Option<&crate::health::availability::Availability>,
+    format: Format,
+) -> Result<String, ReportError> {
     match format {
-        Format::Html => html::render(results),
+        Format::Html => html::render_with(results, availability.map(availability::view)),
         Format::Junit => Ok(junit::render(results)),
         Format::Json => Ok(results.to_json()?),
-        Format::Markdown => Ok(markdown::render(results)),
+        Format::Markdown => {
+            let mut text = markdown::render(results);
+            if let Some(availability) = availability {
+                text.push('\n');
+                text.push_str(&availability::markdown(availability));
+            }
+            Ok(text)
+        }
     }
 }
 

@@ -9,7 +9,7 @@ dir=${TOOLKIT_TEXTFILE_DIR:-/var/lib/prometheus/node-exporter}
 out="$dir/toolkit_slurm.prom"
 tmp="$out.$$"
 trap 'rm -f "$tmp"' EXIT
-nodes=$(sinfo -h -N -o '%N|%T|%E')
+nodes=$(sinfo -h -N -o '%N|%T|%G|%E')
 running=$(squeue -h -t R -o '%a|%D|%b')
 pending=$(squeue -h -t PD -o '%a|%D|%b')
 {
@@ -21,9 +21,18 @@ pending=$(squeue -h -t PD -o '%a|%D|%b')
     }
     NF >= 2 && !seen[$1]++ {
       print "slurm_node_state_info{node=\"" esc($1) "\",state=\"" esc($2) "\"} 1"
-      if ($3 != "" && $3 != "none") reason[$1] = $3
+      # The reason is last: a `|` in it stays in it.
+      r = $4; for (i = 5; i <= NF; i++) r = r "|" $i
+      if (r != "" && r != "none") reason[$1] = r
+      # GPUs of the node: the counts of its gpu GRES (gpu:h100:8(S:0-1) -> 8).
+      g = 0; m = split($3, parts, ",")
+      for (i = 1; i <= m; i++) if (parts[i] ~ /^gpu/) { sub(/\(.*/, "", parts[i]); k = split(parts[i], f, ":"); if (f[k] ~ /^[0-9]+$/) g += f[k] }
+      gpus[$1] = g
     }
     END {
+      print "# HELP slurm_node_gpus GPUs of each node (sinfo %G), for the GPU-hours lost."
+      print "# TYPE slurm_node_gpus gauge"
+      for (node in gpus) print "slurm_node_gpus{node=\"" esc(node) "\"} " gpus[node]
       print "# HELP slurm_node_reason_info Reason a node is drained or down (sinfo %E), always 1."
       print "# TYPE slurm_node_reason_info gauge"
       for (node in reason) print "slurm_node_reason_info{node=\"" esc(node) "\",reason=\"" esc(reason[node]) "\"} 1"

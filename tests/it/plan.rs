@@ -338,3 +338,44 @@ fn plans_class_every_change_and_show_the_waves() {
     assert_eq!(partition["rollout"]["hosts"]["head"]["class"], "restart");
     assert_eq!(partition["rollout"]["hosts"]["node01"]["class"], "restart");
 }
+
+/// The lab with one spare and guarantees it can keep (3 nodes × 4 GPUs serve the tenants).
+const LAB_WITH_A_SPARE: &[(&str, &str)] = &[
+    ("    hostname: \"node{index:02}\"\n", "    hostname: \"node{index:02}\"\n    spares: 1\n"),
+    ("{ name: team-a, users: [alice], guaranteed_gpus: 8,", "{ name: team-a, users: [alice], guaranteed_gpus: 4,"),
+];
+
+/// `toolkit plan --offline` (text) of the lab with a spare against the recorded lab, with
+/// `extra` arguments: the Spares section and the partition lines of slurm.conf's diff.
+fn spares_plan(extra: &[&str]) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state.json");
+    applied_state(&root().join("blueprints/lab.yaml"), &state);
+    let mut text = std::fs::read_to_string(root().join("blueprints/lab.yaml")).expect("reads");
+    for (from, to) in LAB_WITH_A_SPARE {
+        assert!(text.contains(from), "lab.yaml no longer has `{from}`: update this test");
+        text = text.replacen(from, to, 1);
+    }
+    let blueprint = dir.path().join("lab.yaml");
+    std::fs::write(&blueprint, text).expect("writes");
+    let mut args =
+        vec!["plan", blueprint.to_str().expect("utf8"), "--offline", "--state", state.to_str().expect("utf8")];
+    args.extend_from_slice(extra);
+    let output = toolkit(&args);
+    assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut shown: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.trim_start().starts_with(['+', '-']) && line.contains("PartitionName="))
+        .collect();
+    let spares = stdout.find("Spares:").map(|at| &stdout[at..]).unwrap_or_default();
+    shown.extend(spares.lines().take_while(|line| !line.is_empty()));
+    shown.join("\n")
+}
+
+#[test]
+fn a_spare_stands_by_in_its_partition_and_takes_a_failed_nodes_place() {
+    insta::assert_snapshot!("lab_spare_standing_by", spares_plan(&[]));
+    insta::assert_snapshot!("lab_spare_serving_for_node02", spares_plan(&["--rma", "node02"]));
+    insta::assert_snapshot!("lab_node02_back_as_the_spare", spares_plan(&["--returned", "node02"]));
+}

@@ -179,3 +179,72 @@ async fn the_dmtf_servers_virtual_cd_is_found_through_the_system_and_takes_an_is
     // Media in it: ejected, then the ISO inserted (sushy-static accepts both actions).
     client.insert_media(&drive, "http://10.0.0.1:8069/media/52-54-00-77-00-11.iso").await.expect("inserts");
 }
+
+/// The faulty-host report's BMC part against the DMTF server: identity and firmware
+/// through the inspection, and both event logs (the system's SEL, the BMC's own) reached
+/// by their links, filtered to the window; the SEL's `$skiptoken` page, which the static
+/// server does not have, named as unread. No password reaches the files.
+#[tokio::test]
+async fn the_rma_report_of_the_dmtf_server_holds_its_identity_firmware_and_event_log() {
+    use toolkit::report::rma::{Bundle, Evidence};
+    let Some(server) = mockup("dmtf-rackmount1") else { return };
+    let password = "calvin-secret-7";
+    let credentials = Credentials { username: "root".to_owned(), password: Sensitive::new(password) };
+    let config = BmcConfig::new("node03", &format!("http://127.0.0.1:{}", server.port), credentials).expect("endpoint");
+    let at = |text: &str| text.parse::<jiff::Timestamp>().expect("time");
+    // The SEL has entries at 14:44 and 14:45, the BMC's log one at 14:44: a window that
+    // ends before 14:45 keeps two.
+    let (from, to) = (at("2012-03-07T14:00:00Z"), at("2012-03-07T14:44:30Z"));
+    let (hardware, firmware, events) = toolkit::deploy::rma::from_bmc(Some(config), from, to).await;
+    let Evidence::Read(hardware) = hardware else { panic!("hardware: {hardware:?}") };
+    assert_eq!((hardware.serial.as_deref(), hardware.model.as_deref()), (Some("437XR1138R2"), Some("3500")));
+    let Evidence::Read(firmware) = firmware else { panic!("firmware: {firmware:?}") };
+    assert_eq!(firmware["BMC"], "1.45.455b66-rev4");
+    let Evidence::Read(events) = events else { panic!("events: {events:?}") };
+    assert_eq!(
+        events.log.services,
+        ["/redfish/v1/Systems/437XR1138R2/LogServices/Log1", "/redfish/v1/Managers/BMC/LogServices/Log"]
+    );
+    let messages: Vec<(&str, &str)> =
+        events.log.entries.iter().map(|entry| (entry.created.as_str(), entry.message.as_str())).collect();
+    assert_eq!(
+        messages,
+        [("2012-03-07T14:44:00Z", "System May be Melting"), ("2012-03-07T14:44:00Z", "Temperature threshold exceeded")]
+    );
+    assert_eq!(events.log.left_out, 1, "the SEL's 14:45 entry");
+    // The second page, which sushy-static does not have, is named; the first page's
+    // entries are kept.
+    let unread: Vec<&str> = events.log.unread.iter().map(|(service, _)| service.as_str()).collect();
+    assert_eq!(unread, ["/redfish/v1/Systems/437XR1138R2/LogServices/Log1"]);
+    assert!(events.log.unread[0].1.contains("$skiptoken=2` not found (HTTP 404)"), "{:?}", events.log.unread);
+
+    let bundle = Bundle {
+        cluster: "lab".to_owned(),
+        node: "node03".to_owned(),
+        generated: "2026-12-05T22:30:00Z".to_owned(),
+        reason: Evidence::Read("toolkit:rma gpu-health: GPU 2 fell off the bus".to_owned()),
+        hardware: Evidence::Read(hardware),
+        firmware: Evidence::Read(firmware),
+        checks: Evidence::Missing("not read in this test".to_owned()),
+        events: Evidence::Read(events),
+        history: Evidence::Missing("not read in this test".to_owned()),
+        ladder: Evidence::Missing("not read in this test".to_owned()),
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let [json, markdown] = toolkit::deploy::rma::write(&bundle, dir.path()).expect("writes");
+    let markdown = std::fs::read_to_string(markdown).expect("markdown");
+    assert!(markdown.contains("| Serial number | 437XR1138R2 |"), "{markdown}");
+    assert!(markdown.contains("| Failing check | gpu-health |"), "{markdown}");
+    assert!(
+        markdown.contains("- `/redfish/v1/Systems/437XR1138R2/LogServices/Log1` could not be read: "),
+        "{markdown}"
+    );
+    assert!(markdown.contains("(HTTP 404)\n\n## Health history"), "the list ends before the next section: {markdown}");
+    assert!(markdown.contains("| 2012-03-07T14:44:00Z | Critical | SEL | Temperature | Upper Critical - going high | Temperature threshold exceeded | 0x592A28 |"), "{markdown}");
+    let json = std::fs::read_to_string(json).expect("json");
+    let parsed: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    assert_eq!(parsed["hardware"]["read"]["serial"], "437XR1138R2");
+    for text in [&json, &markdown] {
+        assert!(!text.contains(password), "the BMC password reached the report");
+    }
+}

@@ -52,7 +52,7 @@ const RULE_TEST_EDITS: &[(&str, &str)] = &[
         "scheduler:\n",
         "storage:\n  filesystems:\n    - { name: home, kind: nfs, server_group: head, export: /export/home, mount: /home }\n\nscheduler:\n",
     ),
-    ("  scrape_interval: 15s\n", "  scrape_interval: 15s\n  alert_after: 2m\n"),
+    ("  scrape_interval: 15s\n", "  scrape_interval: 15s\n  alert_after: 2m\n  availability_target: 0.9\n"),
 ];
 
 /// Whether `program` can be run (a failure without it, see [`crate::support::cannot_run`]).
@@ -87,14 +87,19 @@ fn every_rule_passes_its_promtool_unit_test() {
     assert_eq!(monitoring.bmcs.len(), 2, "the BMC rules are rendered");
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("toolkit.rules.yml"), rules::rules(&monitoring)).expect("write rules");
-    let tests = root().join("tests/fixtures/monitoring/toolkit.rules.test.yml");
-    std::fs::copy(&tests, dir.path().join("toolkit.rules.test.yml")).expect("copy tests");
     let (ok, output) = run(dir.path(), &["promtool", "check", "rules", "toolkit.rules.yml"]);
     assert!(ok, "{output}");
-    let (ok, output) = run(dir.path(), &["promtool", "test", "rules", "toolkit.rules.test.yml"]);
-    assert!(ok, "{output}");
+    // The availability rules are tested at the rendered evaluation interval (15 s), the
+    // others every minute: one file each.
+    let mut tests = String::new();
+    for file in ["toolkit.rules.test.yml", "toolkit.availability.test.yml"] {
+        let path = root().join("tests/fixtures/monitoring").join(file);
+        std::fs::copy(&path, dir.path().join(file)).expect("copy tests");
+        let (ok, output) = run(dir.path(), &["promtool", "test", "rules", file]);
+        assert!(ok, "{file}: {output}");
+        tests.push_str(&std::fs::read_to_string(&path).expect("tests"));
+    }
     // Every alert the file defines has a test that expects it to fire.
-    let tests = std::fs::read_to_string(&tests).expect("tests");
     let rules = rules::rules(&monitoring);
     for line in rules.lines().filter_map(|line| line.trim().strip_prefix("- alert: ")) {
         assert!(
@@ -362,4 +367,73 @@ fn the_controller_checks_bgp_sessions_against_the_cabling_plan() {
     let timer = file_text(&all, "head:file:/etc/systemd/system/toolkit-cluster-checks.timer");
     assert!(timer.contains("OnUnitActiveSec=600s"), "cluster_interval's default, 10m: {timer}");
     assert!(all.iter().any(|r| r.id.as_str() == "head:service:toolkit-cluster-checks.timer"));
+}
+
+/// Kills the Prometheus a test started, even when an assertion fails.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The faulty-host report's health history, read from a real Prometheus on loopback
+/// through `query_range`: a recording rule stands in for node03's health program writing
+/// `toolkit_healthcheck_ok` (gpu-health failing, mtu passing) every second.
+#[tokio::test]
+async fn the_rma_history_is_read_from_a_real_prometheus() {
+    use toolkit::report::rma::Evidence;
+    if !tool("prometheus") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = r#"groups:
+- name: node03-health
+  interval: 1s
+  rules:
+  - record: toolkit_healthcheck_ok
+    expr: label_replace(label_replace(vector(0), "node", "node03", "", ""), "check", "gpu-health", "", "")
+  - record: toolkit_healthcheck_ok
+    expr: label_replace(label_replace(vector(1), "node", "node03", "", ""), "check", "mtu", "", "")
+"#;
+    std::fs::write(dir.path().join("rules.yml"), rules).expect("rules");
+    std::fs::write(dir.path().join("prometheus.yml"), "global: { evaluation_interval: 1s }\nrule_files: [rules.yml]\n")
+        .expect("config");
+    let port = super::redfish::free_port();
+    let child = Command::new("prometheus")
+        .current_dir(dir.path())
+        .args(["--config.file=prometheus.yml", "--storage.tsdb.path=data"])
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starts prometheus");
+    let _running = Running(child);
+    // The history's step is at least 30 s, evaluated from the window's start: a start
+    // 25 s back puts the second step 5 s after Prometheus starts.
+    let started = jiff::Timestamp::now().checked_sub(jiff::SignedDuration::from_secs(25)).expect("time");
+    let url = format!("http://127.0.0.1:{port}");
+    // Until a few evaluations are stored (the rules run every second once it is ready).
+    let mut checks = Vec::new();
+    for _ in 0..60 {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let until = jiff::Timestamp::now();
+        if let Evidence::Read(history) = toolkit::deploy::rma::from_prometheus(&url, "node03", started, until).await {
+            checks = history.checks;
+            if checks.iter().any(|check| check.failing_steps > 0) {
+                break;
+            }
+        }
+    }
+    let gpu = checks.iter().find(|check| check.check == "gpu-health").unwrap_or_else(|| panic!("{checks:#?}"));
+    assert!(gpu.failing_steps > 0 && gpu.passing_steps == 0, "{gpu:?}");
+    assert_eq!(gpu.failing.len(), 1, "one failing period: {gpu:?}");
+    let mtu = checks.iter().find(|check| check.check == "mtu").expect("mtu");
+    assert_eq!(mtu.failing_steps, 0, "{mtu:?}");
+    assert_eq!(checks[0].check, "gpu-health", "the failing check first");
+    // Another node's history is empty, not an error.
+    let other = toolkit::deploy::rma::from_prometheus(&url, "node04", started, jiff::Timestamp::now()).await;
+    assert!(matches!(other, Evidence::Read(ref history) if history.checks.is_empty()), "{other:?}");
 }

@@ -307,6 +307,60 @@ fn slurmctld_starts_on_the_rendered_lab_config() {
     }
 }
 
+/// A spare on standby and, after node02 went to RMA, serving in its place: slurmctld takes
+/// the spare partition below the tenants' (`PriorityTier=0`) and the partitions of the swap.
+#[test]
+fn slurmctld_takes_the_spare_partition_and_the_swap() {
+    let (Some(slurmctld), Some(scontrol), Some(munged)) =
+        (tool("slurmctld", "slurmctld"), tool("scontrol", "slurm-client"), tool("munged", "munge"))
+    else {
+        return;
+    };
+    let rma = [toolkit::model::spares::RmaRecord { node: "node02".to_owned(), returned: false }];
+    for (records, gpu, spare) in
+        [(&[][..], "Nodes=node[01-03]", Some("Nodes=node04")), (&rma[..], "Nodes=node[01,03-04]", None)]
+    {
+        let mut sandbox = Sandbox::new(&munged);
+        let mut overrides = sandbox.slurm_overrides(free_port());
+        overrides.insert("AccountingStorageType".to_owned(), "accounting_storage/none".to_owned());
+        let model = lab(|blueprint| {
+            blueprint.tenants.clear();
+            let group = blueprint.node_groups.iter_mut().find(|group| group.name == "gpu").expect("gpu group");
+            group.spares = 1;
+            let settings = slurm_settings(blueprint);
+            settings.accounting = false;
+            settings.extra = overrides;
+        })
+        .with_rma(records);
+        let config = slurm(&model).expect("slurm model").expect("lab uses slurm");
+        let texts =
+            files(&config, &Renderer::embedded().expect("templates parse"), &Secrets::default()).expect("renders");
+        let conf = sandbox.write_slurm_files(&texts);
+        let nodes: Vec<&str> = model.nodes.iter().map(|node| node.name.as_str()).collect();
+        let private_hosts = sandbox.start_slurmctld(&slurmctld, &conf, &nodes);
+        let scontrol_run = |args: &[&str]| -> Output {
+            Command::new(&scontrol).args(args).env("SLURM_CONF", &conf).output().expect("scontrol runs")
+        };
+        let limit = if private_hosts { Duration::from_secs(30) } else { Duration::from_mins(2) };
+        sandbox.wait_for("scontrol show config", limit, || scontrol_run(&["show", "config"]).status.success());
+        let show =
+            |name: &str| String::from_utf8_lossy(&scontrol_run(&["show", "partition", name]).stdout).into_owned();
+        let tenants = show("gpu");
+        assert!(tenants.contains(gpu) && tenants.contains("PriorityTier=1"), "{tenants}\n{}", sandbox.logs());
+        let standing = show(toolkit::model::spares::SPARE_PARTITION);
+        match spare {
+            Some(nodes) => {
+                assert!(
+                    standing.contains(nodes) && standing.contains("PriorityTier=0"),
+                    "{standing}\n{}",
+                    sandbox.logs()
+                );
+            }
+            None => assert!(!standing.contains("PartitionName=spare"), "no spare left on standby: {standing}"),
+        }
+    }
+}
+
 /// `key=value` lines of a rendered file replaced (or added) for the sandbox.
 fn with_overrides(text: &str, overrides: &[(&str, String)]) -> String {
     let mut lines: Vec<String> = text

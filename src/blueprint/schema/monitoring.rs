@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 /// Monitoring of the cluster. Without this section toolkit deploys no monitoring;
 /// with it, monitoring is on unless `enabled: false`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Monitoring {
     /// Deploy monitoring (default `true`).
@@ -42,6 +42,11 @@ pub struct Monitoring {
     /// Continuous node health checks: when they run and what a failure does.
     #[serde(default)]
     pub health: HealthChecks,
+    /// Share of the compute nodes' hours they must be in service (`0.99`): below it over
+    /// a day, the `AvailabilityBelowTarget` alert fires. Without it, availability is
+    /// recorded and reported but never alerted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub availability_target: Option<f64>,
 }
 
 /// An Alertmanager receiver: exactly one of `webhook` or `email`.

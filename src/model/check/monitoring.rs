@@ -22,6 +22,28 @@ pub(super) fn check(loaded: &LoadedBlueprint, facts: &Facts, out: &mut Diagnosti
     host(loaded, monitoring, facts, out);
     receivers(loaded, monitoring, out);
     health_check_names(loaded, monitoring, out);
+    availability_target(loaded, monitoring, out);
+}
+
+/// A share of hours: above 0 (a target of 0 never fires) and at most 1.
+fn availability_target(loaded: &LoadedBlueprint, monitoring: &Monitoring, out: &mut Diagnostics) {
+    let Some(target) = monitoring.availability_target else { return };
+    if target > 0.0 && target <= 1.0 {
+        return;
+    }
+    let help = if target > 1.0 && target <= 100.0 {
+        format!("it is a fraction, not a percentage: `{}`", target / 100.0)
+    } else {
+        "give a fraction of the node-hours, e.g. `0.99`".to_owned()
+    };
+    out.push(
+        Diagnostic::error(
+            "invalid-availability-target",
+            format!("availability target `{target}` is not within (0, 1]"),
+        )
+        .at(&loaded.source, "monitoring.availability_target")
+        .help(help),
+    );
 }
 
 /// Every receiver's secret is declared in the inventory (by name, never by value).

@@ -29,6 +29,66 @@ pub(super) fn check(loaded: &LoadedBlueprint, facts: &Facts, out: &mut Diagnosti
     controller_roles(loaded, out);
     compute_and_database_roles(loaded, out);
     module_options(loaded, out);
+    spares(loaded, out);
+}
+
+/// Spares are compute nodes kept out of the Slurm partitions: a group keeps at least
+/// one node in service, and the `spare` partition's name is free.
+fn spares(loaded: &LoadedBlueprint, out: &mut Diagnostics) {
+    let blueprint = &loaded.blueprint;
+    let is_slurm = blueprint.scheduler.kind == SchedulerKind::Slurm;
+    for (index, group) in blueprint.node_groups.iter().enumerate() {
+        if group.spares == 0 {
+            continue;
+        }
+        let path = format!("node_groups[{index}].spares");
+        if !group.roles.contains(&Role::Compute) {
+            out.push(
+                Diagnostic::error(
+                    "spares-not-compute",
+                    format!("group `{}` has spares but no `compute` role", group.name),
+                )
+                .at(&loaded.source, &path)
+                .help("only compute nodes stand in for each other: remove `spares` or add the `compute` role"),
+            );
+        } else if group.spares >= group.count {
+            out.push(
+                Diagnostic::error(
+                    "spares-exceed-count",
+                    format!("group `{}` keeps `{}` of its `{}` nodes as spares", group.name, group.spares, group.count),
+                )
+                .at(&loaded.source, &path)
+                .help(format!(
+                    "keep at least one node in service: `spares` at most `{}`",
+                    group.count.saturating_sub(1)
+                )),
+            );
+        }
+        if !is_slurm {
+            out.push(
+                Diagnostic::error(
+                    "spares-need-slurm",
+                    format!("group `{}` has spares, which need Slurm partitions", group.name),
+                )
+                .at(&loaded.source, &path)
+                .help("spares stand by in a Slurm partition of their own: remove `spares` on this scheduler"),
+            );
+        }
+    }
+    let has_spares = blueprint.node_groups.iter().any(|group| group.spares > 0);
+    let partitions = blueprint.scheduler.slurm.as_ref().map(|slurm| slurm.partitions.as_slice()).unwrap_or_default();
+    if let Some(taken) =
+        partitions.iter().position(|p| p.name == crate::model::spares::SPARE_PARTITION).filter(|_| has_spares)
+    {
+        out.push(
+            Diagnostic::error(
+                "spare-partition-taken",
+                format!("partition `{}` is the one toolkit keeps the spares in", crate::model::spares::SPARE_PARTITION),
+            )
+            .at(&loaded.source, format!("scheduler.slurm.partitions[{taken}].name"))
+            .help("rename this partition"),
+        );
+    }
 }
 
 /// Module names and parameters land in a modprobe.d file: one `options` line each.

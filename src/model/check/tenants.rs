@@ -53,7 +53,8 @@ fn guarantees(loaded: &LoadedBlueprint, out: &mut Diagnostics) {
             .node_groups
             .iter()
             .filter(|g| g.roles.contains(&Role::Compute))
-            .filter_map(|g| g.gpu.as_ref().map(|gpu| (g.count, gpu.count)))
+            // Spares are out of the tenants' partitions: they cannot back a guarantee.
+            .filter_map(|g| g.gpu.as_ref().map(|gpu| (g.count.saturating_sub(g.spares), gpu.count)))
             .filter(|(_, per_node)| *per_node > 0)
     };
     let total: u64 = compute_gpus().map(|(nodes, per_node)| u64::from(nodes) * u64::from(per_node)).sum();
@@ -69,7 +70,10 @@ fn guarantees(loaded: &LoadedBlueprint, out: &mut Diagnostics) {
             out.push(
                 Diagnostic::error(
                     "guarantees-exceed-gpus",
-                    format!("tenants are guaranteed `{all}` GPUs but the compute nodes have `{total}`"),
+                    format!(
+                        "tenants are guaranteed `{all}` GPUs but the compute nodes have `{total}`{}",
+                        if blueprint.node_groups.iter().any(|g| g.spares > 0) { " besides the spares" } else { "" }
+                    ),
                 )
                 .at(&loaded.source, &path)
                 .help("lower the guarantees so they add up to at most the cluster's GPUs; borrowing covers the rest"),

@@ -1678,6 +1678,67 @@ fn hostile_mount_points_are_errors_on_their_line() {
     finds(&text, "invalid-mount", &long, Severity::Error);
 }
 
+// --- spares ---------------------------------------------------------------------------
+
+finds!(
+    spares_keep_a_node_in_service,
+    ROCE,
+    [("    hostname: \"node{index:02}\"\n", "    hostname: \"node{index:02}\"\n    spares: 4\n")],
+    "spares-exceed-count",
+    "spares: 4",
+    Error
+);
+finds!(
+    spares_are_compute_nodes,
+    ROCE,
+    [("    hostname: head\n", "    hostname: head\n    spares: 1\n")],
+    "spares-not-compute",
+    "spares: 1",
+    Error
+);
+finds!(
+    spares_back_no_guarantee,
+    ROCE,
+    [("    hostname: \"node{index:02}\"\n", "    hostname: \"node{index:02}\"\n    spares: 1\n")],
+    "guarantees-exceed-gpus",
+    "name: team-b, users: [bob], guaranteed_gpus: 4",
+    Error
+);
+finds!(
+    the_spare_partition_name_is_toolkits,
+    ROCE,
+    [
+        ("    hostname: \"node{index:02}\"\n", "    hostname: \"node{index:02}\"\n    spares: 1\n"),
+        (
+            "guaranteed_gpus: 4 }\n  - { name: team-b, users: [bob], guaranteed_gpus: 4 }",
+            "guaranteed_gpus: 2 }\n  - { name: team-b, users: [bob], guaranteed_gpus: 4 }"
+        ),
+        (
+            "      - { name: gpu, groups: [gpu], default: true, max_time: INFINITE }\n",
+            "      - { name: gpu, groups: [gpu], default: true, max_time: INFINITE }\n      - { name: spare, groups: [gpu] }\n"
+        ),
+    ],
+    "spare-partition-taken",
+    "name: spare, groups",
+    Error
+);
+
+#[test]
+fn spares_within_the_guarantees_lint_clean() {
+    let text = edit(
+        ROCE,
+        &[
+            ("    hostname: \"node{index:02}\"\n", "    hostname: \"node{index:02}\"\n    spares: 1\n"),
+            (
+                "  - { name: team-b, users: [bob], guaranteed_gpus: 4 }",
+                "  - { name: team-b, users: [bob], guaranteed_gpus: 2 }",
+            ),
+        ],
+    );
+    let diagnostics = lint(&text);
+    assert!(diagnostics.is_empty(), "{}", diagnostics.render());
+}
+
 // --- monitoring ----------------------------------------------------------------------
 
 /// The RoCE base with a monitoring section that passes every check.
@@ -1994,5 +2055,14 @@ finds!(
     [("\"gb[019-036]\", switch_trays: 9", "\"gb[019-036]\", switch_trays: 0")],
     "nvlink-domain-no-switch-trays",
     "- { name: rack2, nodes: \"gb[019-036]\", switch_trays: 0 }",
+    Error
+);
+
+finds!(
+    an_availability_target_is_a_fraction,
+    &with_monitoring(),
+    [("  retention: 15d\n", "  retention: 15d\n  availability_target: 99.5\n")],
+    "invalid-availability-target",
+    "availability_target: 99.5",
     Error
 );

@@ -32,25 +32,37 @@ struct Group {
     rules: Vec<Rule>,
 }
 
+/// A rule: an alert, or a recording rule (`record`) whose series other rules and the
+/// report read.
 #[derive(Serialize)]
 struct Rule {
+    #[serde(skip_serializing_if = "str::is_empty")]
+    record: &'static str,
+    #[serde(skip_serializing_if = "str::is_empty")]
     alert: &'static str,
     expr: String,
     #[serde(rename = "for", skip_serializing_if = "Option::is_none")]
     hold: Option<String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     labels: BTreeMap<&'static str, String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     annotations: BTreeMap<&'static str, String>,
 }
 
 impl Rule {
     fn new(alert: &'static str, severity: &str, expr: String, summary: &str) -> Self {
         Self {
+            record: "",
             alert,
             expr,
             hold: None,
             labels: BTreeMap::from([("severity", severity.to_owned())]),
             annotations: BTreeMap::from([("summary", summary.to_owned())]),
         }
+    }
+
+    fn recording(record: &'static str, expr: String) -> Self {
+        Self { record, alert: "", expr, hold: None, labels: BTreeMap::new(), annotations: BTreeMap::new() }
     }
 
     fn held(mut self, hold: &str) -> Self {
@@ -80,6 +92,9 @@ pub fn rules(model: &MonitoringModel) -> String {
     };
     if !model.bmcs.is_empty() {
         file.groups.push(Group { name: "toolkit-bmcs", rules: bmc_rules(hold) });
+    }
+    if model.slurm_controller.is_some() {
+        file.groups.push(Group { name: "toolkit-availability", rules: availability_rules(model, hold) });
     }
     let mut text = String::from("# Rendered by toolkit from the blueprint; changes here are overwritten.\n");
     // Plain data of strings and maps: serialization cannot fail.
@@ -276,6 +291,74 @@ fn health_rules(model: &MonitoringModel) -> Vec<Rule> {
             .held(&format!("{}s", hold.max(alert_after).as_secs()))
         })
         .collect()
+}
+
+/// States in which a Slurm node serves no job (`sinfo %T`, long form: `drained`,
+/// `draining`, `down*`, `fail`, `maint`), as the Slurm view's queries match them.
+const OUT_OF_SERVICE_STATES: &str = "(down|drain|fail|maint).*";
+
+/// Node availability from the Slurm view (`slurm_node_state_info`, `slurm_node_reason_info`,
+/// `slurm_node_gpus`): each node in service (1) or not (0) at every evaluation, the
+/// share of node-hours in service over a day and a week (samples in service over
+/// samples: independent of the interval), the GPUs out of service by cause, and the
+/// GPU-hours lost per cause over a day (samples × the evaluation interval, which is
+/// the scrape interval). With a blueprint target, an alert when the day's share is
+/// below it. Causes are toolkit's drain reasons by kind and check (`health rail-links`,
+/// `rma gpu-health`, `rollout`), `other` for anyone else's.
+fn availability_rules(model: &MonitoringModel, hold: &str) -> Vec<Rule> {
+    let interval = crate::blueprint::duration::parse(&model.settings.scrape_interval).unwrap_or_default().as_secs();
+    let states = OUT_OF_SERVICE_STATES;
+    let mut rules = vec![
+        Rule::recording(
+            "toolkit:node_in_service:bool",
+            format!(
+                r#"max by (node) (slurm_node_state_info{{state!~"{states}"}}) or on (node) (max by (node) (slurm_node_state_info) * 0)"#
+            ),
+        ),
+        Rule::recording(
+            "toolkit:node_availability:ratio_1d",
+            "avg_over_time(toolkit:node_in_service:bool[1d])".to_owned(),
+        ),
+        Rule::recording(
+            "toolkit:cluster_availability:ratio_1d",
+            "sum(sum_over_time(toolkit:node_in_service:bool[1d])) / sum(count_over_time(toolkit:node_in_service:bool[1d]))"
+                .to_owned(),
+        ),
+        Rule::recording(
+            "toolkit:cluster_availability:ratio_7d",
+            "sum(sum_over_time(toolkit:node_in_service:bool[7d])) / sum(count_over_time(toolkit:node_in_service:bool[7d]))"
+                .to_owned(),
+        ),
+        Rule::recording(
+            "toolkit:gpus_out_of_service:by_cause",
+            concat!(
+                r#"sum by (cause) ("#,
+                r#"label_replace(label_replace(label_replace(slurm_node_reason_info, "cause", "other", "reason", ".*"), "#,
+                r#""cause", "$1", "reason", "toolkit:(rollout).*"), "#,
+                r#""cause", "$1 $2", "reason", "toolkit:(health|rma|repair) ([^: ]+).*")"#,
+                r#" * on (node) group_left () max by (node) (slurm_node_gpus)"#,
+                r#" * on (node) group_left () (1 - toolkit:node_in_service:bool))"#,
+            )
+            .to_owned(),
+        ),
+        Rule::recording(
+            "toolkit:gpu_hours_lost:sum_1d",
+            format!("sum_over_time(toolkit:gpus_out_of_service:by_cause[1d]) * {interval} / 3600"),
+        ),
+    ];
+    if let Some(target) = model.settings.availability_target {
+        rules.push(
+            Rule::new(
+                "AvailabilityBelowTarget",
+                "warning",
+                format!("toolkit:cluster_availability:ratio_1d < {target}"),
+                &format!("the compute nodes were in service {{{{ $value | humanizePercentage }}}} of the last day, below the target of {target}"),
+            )
+            .held(hold)
+            .label("target", target.to_string()),
+        );
+    }
+    rules
 }
 
 /// BMCs read through the IPMI exporter (job `ipmi`; its metric names and the sensor

@@ -45,7 +45,14 @@ paths = ['', 'Systems', 'Systems/437XR1138R2', 'Systems/437XR1138R2/Bios', 'Syst
          'SessionService', 'SessionService/Sessions',
          # virtual media: a CD (the boot ISO goes there) and a removable-media drive
          'Systems/437XR1138R2/VirtualMedia', 'Systems/437XR1138R2/VirtualMedia/CD1',
-         'Systems/437XR1138R2/VirtualMedia/Floppy1']
+         'Systems/437XR1138R2/VirtualMedia/Floppy1',
+         # the faulty-host report: event logs of the system (SEL) and of the BMC, each
+         # service with its entries collection (members inline) and one entry by itself
+         'Systems/437XR1138R2/LogServices', 'Systems/437XR1138R2/LogServices/Log1',
+         'Systems/437XR1138R2/LogServices/Log1/Entries', 'Systems/437XR1138R2/LogServices/Log1/Entries/1',
+         'Systems/437XR1138R2/LogServices/Log1/Entries/2',
+         'Managers/BMC/LogServices', 'Managers/BMC/LogServices/Log', 'Managers/BMC/LogServices/Log/Entries',
+         'Managers/BMC/LogServices/Log/Entries/1']
 inv = json.loads(show(dmtf, 'public-rackmount1/UpdateService/FirmwareInventory/index.json'))
 paths += [m['@odata.id'][len('/redfish/v1/'):] for m in inv['Members']]
 for p in paths:
