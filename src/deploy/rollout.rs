@@ -20,7 +20,13 @@
 //!   reason; past `max_failures` no new wave starts and the untouched nodes stay in
 //!   service;
 //! - every step is written to the state before the next one, so an interrupted
-//!   rollout resumes without draining a finished node again.
+//!   rollout resumes without draining a finished node again;
+//! - a node whose definition slurmctld and the node must agree on changes (the plan's
+//!   [`Agreement`]) has its new line reach slurmctld only in its own wave, while it
+//!   is empty: the controller's slurm.conf is written wave by wave with the nodes not
+//!   rolled yet on their old lines, slurmctld restarted after the wave's nodes
+//!   (increase) or before them (decrease), and each node registers again once both
+//!   sides agree, which also clears an INVAL left by an earlier run.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::future::Future;
@@ -29,11 +35,12 @@ use std::time::{Duration, Instant};
 use super::scheduler::{NodeStatus, Scheduler};
 use crate::apply::{self, ApplyOptions, ApplyReport, Outcome, ResourceOutcome, SkipReason};
 use crate::graph::ResourceGraph;
+use crate::plan::agreement::Agreement;
 use crate::plan::state::{NodeRollout, RolloutState, RolloutStep, State};
 use crate::plan::{MaxUnavailable, Plan};
 use crate::resource::api::ApiDesired;
-use crate::resource::{Desired, Disruption};
-use crate::transport::Connector;
+use crate::resource::{Content, Desired, Disruption};
+use crate::transport::{Connector, Executor as _};
 
 /// How a rollout is paced and when it stops.
 #[derive(Debug, Clone)]
@@ -248,6 +255,19 @@ pub async fn run<C: Connector, S: Scheduler, H: NodeHooks>(
             return run.finish();
         }
     }
+    // The controller's node lines wait for the waves when a rolled node's definition
+    // changes; nodes new to the cluster are in its slurm.conf before their slurmd starts.
+    run.hold_agreement(&rolled);
+    if !run.held.is_empty()
+        && run.agreement.is_some_and(|agreement| {
+            agreement.nodes.values().any(|node| node.direction == crate::plan::agreement::Direction::Added)
+        })
+        && let Err(error) = run.agree(connector, apply_options).await
+    {
+        run.report.stopped = Some(format!("slurmctld could not learn the added nodes: {error}; no node was drained"));
+        run.skip_unreached();
+        return run.finish();
+    }
     // Then everything else that needs no drain: the controller's changes, switches
     // whose changes restart nothing, nodes whose changes jobs do not notice.
     let first: HashSet<usize> = run
@@ -256,7 +276,7 @@ pub async fn run<C: Connector, S: Scheduler, H: NodeHooks>(
         .copied()
         .filter(|&index| {
             let host = graph.resources[index].target();
-            !rolled.contains(host) && !restarting.iter().any(|name| name == host)
+            !rolled.contains(host) && !restarting.iter().any(|name| name == host) && !run.held.contains(&index)
         })
         .collect();
     run.apply(connector, apply_options, &first).await;
@@ -293,7 +313,9 @@ pub async fn run<C: Connector, S: Scheduler, H: NodeHooks>(
             break;
         }
         run.report.waves.push(wave.clone());
-        let wave_failures = run.wave(&wave, &snapshot, &id, connector, scheduler, hooks, apply_options, options).await;
+        // Boxed: a wave's future is most of the run's, which a deploy's own future holds.
+        let wave_failures =
+            Box::pin(run.wave(&wave, &snapshot, &id, connector, scheduler, hooks, apply_options, options)).await;
         failures += wave_failures;
         if run.report.stopped.is_some() {
             break;
@@ -313,6 +335,12 @@ pub async fn run<C: Connector, S: Scheduler, H: NodeHooks>(
             ));
             break;
         }
+    }
+    // Every wave done: slurmctld's slurm.conf is the blueprint's (the last wave's text
+    // already was, so nothing restarts again). A stopped rollout leaves it as it is.
+    if run.report.stopped.is_none() && !run.held.is_empty() {
+        let held = run.held.clone();
+        run.apply(connector, apply_options, &held).await;
     }
     run.skip_unreached();
     run.finish()
@@ -389,6 +417,13 @@ struct Run<'a> {
     /// Outcomes of the removals run so far.
     removed: Vec<ResourceOutcome>,
     report: RolloutReport,
+    /// What slurmctld and the nodes agree on, when a node's definition changes.
+    agreement: Option<&'a Agreement>,
+    /// The controller's slurm.conf and slurmctld, held out of the in-place phase and
+    /// written wave by wave ([`Self::agree`]), then as planned after the last wave.
+    held: HashSet<usize>,
+    /// Nodes whose new line slurmctld has (or gets with the next [`Self::agree`]).
+    agreed: BTreeSet<String>,
 }
 
 impl<'a> Run<'a> {
@@ -421,7 +456,130 @@ impl<'a> Run<'a> {
             removals,
             removed: Vec::new(),
             report: RolloutReport::default(),
+            agreement: plan.rollout.as_ref().and_then(|rollout| rollout.agreement.as_ref()),
+            held: HashSet::new(),
+            agreed: BTreeSet::new(),
         }
+    }
+
+    /// Holds the controller's slurm.conf and slurmctld back when a node in `rolled`
+    /// has a new definition to agree on.
+    fn hold_agreement(&mut self, rolled: &BTreeSet<String>) {
+        let Some(agreement) = self.agreement else { return };
+        if !agreement.waved().any(|node| rolled.contains(node)) {
+            return;
+        }
+        let slurmctld = format!("{}:service:slurmctld", agreement.controller);
+        self.held = self
+            .changes
+            .iter()
+            .copied()
+            .filter(|&index| {
+                let id = self.graph.resources[index].id.as_str();
+                id == agreement.resource || id == slurmctld
+            })
+            .collect();
+    }
+
+    /// The wave's nodes `hosts` whose definition slurmctld must learn in their wave.
+    fn agreeing(&self, hosts: &[String]) -> Vec<String> {
+        let Some(agreement) = self.agreement.filter(|_| !self.held.is_empty()) else { return Vec::new() };
+        hosts
+            .iter()
+            .filter(|host| agreement.direction(host).is_some_and(crate::plan::agreement::Direction::needs_wave))
+            .cloned()
+            .collect()
+    }
+
+    /// Writes the controller's slurm.conf with the new lines of the nodes in
+    /// [`Self::agreed`] and the old lines of the nodes still waiting, and restarts
+    /// slurmctld when the text changed: a node's line changes only with the node empty,
+    /// so no running job is aborted for a changed definition (`_sync_jobs_to_conf`).
+    async fn agree<C: Connector>(&mut self, connector: &C, apply_options: &ApplyOptions) -> Result<(), String> {
+        let Some(agreement) = self.agreement else { return Ok(()) };
+        let find = |id: &str| self.held.iter().copied().find(|&index| self.graph.resources[index].id.as_str() == id);
+        let Some(file_index) = find(&agreement.resource) else { return Ok(()) };
+        let mut file = self.graph.resources[file_index].clone();
+        let Desired::File { path, content, mode, owner, group, secret, check } = &*file.desired else {
+            return Err(format!("`{}` is not a file", agreement.resource));
+        };
+        let text = agreement.transitional(content.text(), &self.agreed);
+        file.desired = std::sync::Arc::new(Desired::File {
+            path: path.clone(),
+            content: Content::new(text),
+            mode: *mode,
+            owner: owner.clone(),
+            group: group.clone(),
+            secret: *secret,
+            check: check.clone(),
+        });
+        let mut resources = vec![file];
+        if let Some(service) = find(&format!("{}:service:slurmctld", agreement.controller)) {
+            let service = self.graph.resources[service].clone().after([resources[0].id.clone()]);
+            resources.push(service);
+        }
+        let graph = crate::graph::build(resources).map_err(|problems| {
+            problems.0.iter().map(|problem| problem.message.clone()).collect::<Vec<_>>().join("; ")
+        })?;
+        let report = apply::apply(&graph, &HashSet::from([0]), connector, apply_options).await;
+        match report.outcomes.iter().find(|outcome| !outcome.outcome.is_success()) {
+            None => Ok(()),
+            Some(failed) => Err(match &failed.outcome {
+                Outcome::Failed { error } => format!("{}: {}", failed.id, first_words(error)),
+                other => format!("{}: {other:?}", failed.id),
+            }),
+        }
+    }
+
+    /// After both sides changed: each of `hosts` registers again (slurmd restarted), and
+    /// is given until the check timeout to register valid (not INVAL). Returns the hosts
+    /// that did not, with why.
+    async fn settle<C: Connector, S: Scheduler>(
+        &self,
+        hosts: &[String],
+        connector: &C,
+        scheduler: &S,
+        options: &RolloutOptions,
+    ) -> Vec<(String, String)> {
+        let restart = ["systemctl", "restart", "slurmd"].map(str::to_owned);
+        let mut problems = Vec::new();
+        let mut waiting = Vec::new();
+        for host in hosts {
+            let restarted = match connector.connect(host).await {
+                Ok(executor) => match executor.exec(&restart).await {
+                    Ok(output) => output.into_success(host, &restart).map(drop).map_err(|error| error.to_string()),
+                    Err(error) => Err(error.to_string()),
+                },
+                Err(error) => Err(error.to_string()),
+            };
+            match restarted {
+                Ok(()) => waiting.push(host.clone()),
+                Err(error) => problems.push((host.clone(), format!("restarting slurmd to register again: {error}"))),
+            }
+        }
+        let deadline = Instant::now() + options.check_timeout;
+        while !waiting.is_empty() {
+            // slurmctld just restarted may not answer for a moment: asked again.
+            let (nodes, unread) = match scheduler.nodes().await {
+                Ok(nodes) => (nodes.unwrap_or_default(), None),
+                Err(error) => (BTreeMap::new(), Some(error.to_string())),
+            };
+            let registered = |host: &String| nodes.get(host).is_some_and(|status| !status.invalid);
+            if Instant::now() >= deadline {
+                for host in waiting.drain(..).filter(|host| !registered(host)) {
+                    let why = unread.clone().unwrap_or_else(|| {
+                        nodes.get(&host).and_then(|status| status.reason.clone()).unwrap_or_default()
+                    });
+                    problems.push((host, format!("not registered valid after slurmctld and the node agreed: {why}")));
+                }
+                break;
+            }
+            waiting.retain(|host| !registered(host));
+            if !waiting.is_empty() {
+                tokio::time::sleep(options.poll).await;
+            }
+        }
+        problems
     }
 
     fn rollout(&mut self) -> &mut RolloutState {
@@ -669,9 +827,12 @@ impl<'a> Run<'a> {
                 continue;
             }
             let status = snapshot.get(host);
+            // slurmctld's own drain of a node that registered below its line is the
+            // definition mismatch this rollout settles: the node is toolkit's to drain.
+            let mismatch = status.is_some_and(|status| status.invalid) && !self.agreeing(wave).is_empty();
             let theirs = status.is_some_and(|status| {
                 status.drain && !status.reason.as_deref().is_some_and(|reason| reason.starts_with(&prefix))
-            });
+            }) && !mismatch;
             if theirs {
                 if let Some(node) = self.rollout().nodes.get_mut(host) {
                     node.held_by_other = true;
@@ -707,6 +868,18 @@ impl<'a> Run<'a> {
             .collect();
         for host in &emptied {
             self.apply_bmc(host, hooks).await;
+        }
+        // slurmctld first when every node of the wave reports less than before: it then
+        // expects no more than they still report.
+        let agreeing = self.agreeing(&emptied);
+        let controller_first = !agreeing.is_empty()
+            && agreeing.iter().all(|host| {
+                self.agreement
+                    .and_then(|agreement| agreement.direction(host))
+                    .is_some_and(crate::plan::agreement::Direction::controller_first)
+            });
+        if controller_first && !self.agree_wave(&agreeing, connector, scheduler, &prefix, apply_options).await {
+            return failures + agreeing.len();
         }
         // Apply.
         let drained: BTreeSet<&String> = wave.iter().filter(|host| emptied.contains(host)).collect();
@@ -751,6 +924,26 @@ impl<'a> Run<'a> {
             }
         }
         self.save();
+        // The nodes first (they now report more than slurmctld's old line, which it
+        // accepts), then slurmctld with their new lines.
+        let rolled_nodes: Vec<String> = agreeing
+            .iter()
+            .filter(|host| matches!(self.step(host), Some(RolloutStep::Applied | RolloutStep::Rebooted)))
+            .cloned()
+            .collect();
+        if !controller_first
+            && !rolled_nodes.is_empty()
+            && !self.agree_wave(&rolled_nodes, connector, scheduler, &prefix, apply_options).await
+        {
+            return failures + rolled_nodes.len();
+        }
+        // Both sides agree: each node registers again, which clears an INVAL a
+        // registration in between (a mixed change) or an earlier run left.
+        for (host, problem) in self.settle(&rolled_nodes, connector, scheduler, options).await {
+            failures += 1;
+            self.fail(&host, scheduler, &prefix, format!("register {problem}")).await;
+        }
+        self.save();
         // Check, then resume.
         let to_check: Vec<String> = wave
             .iter()
@@ -779,6 +972,29 @@ impl<'a> Run<'a> {
         }
         self.save();
         failures
+    }
+
+    /// slurmctld learns the new lines of `hosts`; when it cannot, they fail and the
+    /// rollout stops (slurmctld's own state is then what the next run observes).
+    async fn agree_wave<C: Connector, S: Scheduler>(
+        &mut self,
+        hosts: &[String],
+        connector: &C,
+        scheduler: &S,
+        prefix: &str,
+        apply_options: &ApplyOptions,
+    ) -> bool {
+        self.agreed.extend(hosts.iter().cloned());
+        let Err(error) = self.agree(connector, apply_options).await else { return true };
+        for host in hosts {
+            self.fail(host, scheduler, prefix, format!("slurmctld {error}")).await;
+        }
+        self.report.stopped = Some(format!(
+            "slurmctld could not take the new node lines of {}: {error}; they stay drained",
+            crate::model::hostlist::compress(hosts.iter().map(String::as_str))
+        ));
+        self.save();
+        false
     }
 
     /// Marks `host` failed: it stays drained, with the failure as its reason (unless

@@ -29,6 +29,9 @@ pub struct NodeStatus {
     pub busy: bool,
     /// The drain or down reason, without Slurm's `[user@time]` suffix.
     pub reason: Option<String>,
+    /// Its last registration reported less than its node line (`INVAL`,
+    /// `INVALID_REG`): Slurm refuses to resume it until a valid registration.
+    pub invalid: bool,
 }
 
 impl NodeStatus {
@@ -47,7 +50,7 @@ impl NodeStatus {
     /// Out of service for the budget: drained, draining, down or failing.
     #[must_use]
     pub fn is_unavailable(&self) -> bool {
-        self.drain || matches!(self.state.as_str(), "DOWN" | "FAIL" | "FAILING" | "UNKNOWN" | "FUTURE")
+        self.drain || self.invalid || matches!(self.state.as_str(), "DOWN" | "FAIL" | "FAILING" | "UNKNOWN" | "FUTURE")
     }
 }
 
@@ -213,7 +216,8 @@ pub fn parse_nodes(text: &str) -> Result<BTreeMap<String, NodeStatus>, String> {
         .map(|node| {
             let busy = matches!(node.state.as_str(), "ALLOCATED" | "MIXED" | "COMPLETING")
                 || node.flags.iter().any(|flag| flag == "COMPLETING");
-            let status = NodeStatus { state: node.state, drain: node.drain, busy, reason: node.reason };
+            let invalid = node.state == "INVAL" || node.flags.iter().any(|flag| flag == "INVALID_REG");
+            let status = NodeStatus { state: node.state, drain: node.drain, busy, reason: node.reason, invalid };
             (node.name, status)
         })
         .collect())
@@ -273,6 +277,16 @@ mod tests {
         assert_eq!(n1.reason.as_deref(), Some("toolkit:rollout r1 drain: x"));
         let completing = parse_nodes("NodeName=n2 State=IDLE+COMPLETING+DRAIN\n").expect("parses");
         assert!(!completing["n2"].is_empty_drained());
+    }
+
+    #[test]
+    fn a_registration_below_the_node_line_is_invalid() {
+        // As `scontrol show node` prints it on 22.05.8 (node_state_string_complete).
+        let text = "NodeName=node03 State=IDLE+DRAIN+INVALID_REG Partitions=gpu\n   Reason=gres/gpu count reported lower than configured (4 < 8) [slurm@2026-12-05T10:00:00]\n";
+        let nodes = parse_nodes(text).expect("parses");
+        assert!(nodes["node03"].invalid && nodes["node03"].is_unavailable() && nodes["node03"].is_empty_drained());
+        let valid = parse_nodes("NodeName=node04 State=IDLE+DRAIN\n").expect("parses");
+        assert!(!valid["node04"].invalid);
     }
 
     #[test]

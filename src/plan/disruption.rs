@@ -16,6 +16,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use super::agreement::Agreement;
 use super::{Action, Change, Plan};
 use crate::graph::ResourceGraph;
 use crate::resource::{Desired, Disruption};
@@ -129,6 +130,10 @@ pub struct RolloutPlan {
     pub hosts: BTreeMap<String, HostDisruption>,
     /// Schedulable hosts that must be empty, in the waves they are drained in.
     pub waves: Vec<Vec<String>>,
+    /// Node definitions slurmctld and the nodes must agree on that change, and the
+    /// order each side takes (absent when none changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agreement: Option<Agreement>,
 }
 
 impl RolloutPlan {
@@ -194,6 +199,14 @@ pub fn classify(
     // at a position is the resource at that position of the order (same id), and only
     // a plan made otherwise looks its resources up by id.
     let by_id: std::cell::OnceCell<HashMap<&str, usize, foldhash::fast::RandomState>> = std::cell::OnceCell::new();
+    let agreement = agreement(plan);
+    // A node whose new line slurmctld may learn only while it is empty: its own
+    // slurm.conf, whose restart of slurmd reports the new definition, drains it.
+    let waved: std::collections::HashSet<String, foldhash::fast::RandomState> = agreement
+        .iter()
+        .flat_map(Agreement::waved)
+        .map(|node| format!("{node}:file:{}", crate::render::slurm::SLURM_CONF))
+        .collect();
     // foldhash while the changes are read (one lookup per disruptive change, ~80,000
     // at 4,096 nodes); name order only for the rollout.
     let mut hosts: HashMap<&str, HostDisruption, foldhash::fast::RandomState> = HashMap::default();
@@ -210,6 +223,9 @@ pub fn classify(
                 by_id.get(change.id.as_str()).map(|&index| &graph.resources[index])
             });
         change.disruption = change_class(change, resource.map(|resource| (&*resource.desired, resource.disruption)));
+        if change.action == Action::Update && waved.contains(change.id.as_str()) {
+            change.disruption = change.disruption.max(Disruption::Drain);
+        }
         if change.disruption == Disruption::None {
             continue;
         }
@@ -240,7 +256,23 @@ pub fn classify(
         schedulable_nodes: schedulable.len(),
         hosts,
         waves: waves(drained, budget),
+        agreement,
     });
+}
+
+/// What the controller's slurm.conf change does to the node definitions: read from its
+/// diff (the old text is known from the state or the host). The controller is the host
+/// of the `slurmctld` service.
+fn agreement(plan: &Plan) -> Option<Agreement> {
+    let controller = plan
+        .changes
+        .iter()
+        .find(|change| change.kind() == "service" && change.name.as_str() == "slurmctld")?
+        .target()
+        .to_owned();
+    let id = format!("{controller}:file:{}", crate::render::slurm::SLURM_CONF);
+    let change = plan.changes.iter().find(|change| change.id.as_str() == id && change.action == Action::Update)?;
+    Agreement::from_diff(&controller, &id, change.diff()?.as_str())
 }
 
 /// `hosts` in consecutive waves of at most `size`.

@@ -7,6 +7,7 @@
 //! The JSON form is versioned ([`PLAN_FORMAT_VERSION`]) and documented in
 //! `docs/plan-format.md`.
 
+pub mod agreement;
 pub mod api;
 pub mod described;
 pub mod diff;

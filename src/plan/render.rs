@@ -180,6 +180,9 @@ fn disruption_text(rollout: &RolloutPlan, out: &mut String) {
             let _ = writeln!(out, "Rollout: no node needs a drain; changes apply in place.");
         }
     }
+    for line in rollout.agreement.iter().flat_map(|agreement| agreement.lines(&rollout.waves)) {
+        let _ = writeln!(out, "Rollout: {line}.");
+    }
     out.push('\n');
 }
 

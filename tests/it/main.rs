@@ -11,6 +11,7 @@ mod kube_jobs;
 mod kubeadm;
 mod kubernetes;
 mod lab;
+mod lab_agree;
 mod lab_e2e;
 mod lab_firmware;
 mod lab_health;

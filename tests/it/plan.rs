@@ -379,3 +379,59 @@ fn a_spare_stands_by_in_its_partition_and_takes_a_failed_nodes_place() {
     insta::assert_snapshot!("lab_spare_serving_for_node02", spares_plan(&["--rma", "node02"]));
     insta::assert_snapshot!("lab_node02_back_as_the_spare", spares_plan(&["--returned", "node02"]));
 }
+
+#[test]
+fn a_gpu_count_change_drains_every_node_and_says_which_side_goes_first() {
+    let more = offline_plan_after_edit("lab.yaml", &[("gpus_per_node: 4", "gpus_per_node: 8")]);
+    let rollout = &more["rollout"];
+    assert_eq!(rollout["waves"], serde_json::json!([["node01"], ["node02"], ["node03"], ["node04"]]));
+    let agreement = &rollout["agreement"];
+    assert_eq!(agreement["controller"], "head");
+    assert_eq!(agreement["nodes"]["node01"]["direction"], "increase");
+    assert_eq!(agreement["nodes"]["node01"]["changes"], serde_json::json!(["gres gpu:h100 4 → 8"]));
+    let old = agreement["nodes"]["node04"]["old"].as_str().expect("the old line");
+    assert!(old.contains("Gres=gpu:h100:4"), "{old}");
+    // Each node's own slurm.conf is what the new definition reaches slurmd with: a drain.
+    let node_conf = more["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .find(|change| change["id"] == "node03:file:/etc/slurm/slurm.conf")
+        .expect("node03's slurm.conf");
+    assert_eq!(node_conf["disruption"], "drain");
+
+    // The text people read says the order.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state.json");
+    let original = root().join("blueprints/lab.yaml");
+    applied_state(&original, &state);
+    let edited = dir.path().join("lab.yaml");
+    let text = std::fs::read_to_string(&original).expect("reads").replace("gpus_per_node: 4", "gpus_per_node: 8");
+    std::fs::write(&edited, text).expect("writes");
+    let output = toolkit(&[
+        "plan",
+        edited.to_str().expect("utf8"),
+        "--offline",
+        "--state",
+        state.to_str().expect("utf8"),
+        "--max-unavailable",
+        "1",
+    ]);
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        shown.contains("Rollout: gres on node[01-04] (increase): nodes first in 4 waves of 1, then slurmctld with each wave's new lines"),
+        "{shown}"
+    );
+
+    // Fewer cores (two GPUs would break the tenants' guarantees).
+    let fewer = offline_plan_after_edit(
+        "lab.yaml",
+        &[("cores_per_socket: 2 }\n    memory_gib: 1\n", "cores_per_socket: 1 }\n    memory_gib: 1\n")],
+    );
+    let node02 = &fewer["rollout"]["agreement"]["nodes"]["node02"];
+    assert_eq!(node02["direction"], "decrease");
+    assert_eq!(node02["changes"], serde_json::json!(["cores 2 → 1", "cpus 2 → 1"]));
+    // A partition's MaxTime is no node's definition: nothing to agree on, no wave.
+    let partition = offline_plan_after_edit("lab.yaml", &[("max_time: INFINITE", "max_time: 2-00:00:00")]);
+    assert!(partition["rollout"].get("agreement").is_none(), "{}", partition["rollout"]);
+}

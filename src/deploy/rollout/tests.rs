@@ -35,7 +35,7 @@ impl FakeSlurm {
     fn with(nodes: &[&str]) -> Self {
         let slurm = Self::default();
         for node in nodes {
-            let status = NodeStatus { state: "IDLE".into(), drain: false, busy: false, reason: None };
+            let status = NodeStatus { state: "IDLE".into(), drain: false, busy: false, reason: None, invalid: false };
             slurm.nodes.lock().expect("nodes").insert((*node).to_owned(), (status, Vec::new()));
         }
         slurm
@@ -191,7 +191,7 @@ async fn roll(
     cluster: &Cluster,
     state: State,
     connector: &FakeConnector,
-    slurm: &FakeSlurm,
+    slurm: &impl Scheduler,
     hooks: &impl NodeHooks,
     options: &RolloutOptions,
 ) -> (RolloutReport, Vec<State>) {
@@ -740,4 +740,212 @@ async fn a_node_whose_bmc_does_not_report_the_new_firmware_stays_drained() {
         report.apply.outcome("node02:firmware:BIOS"),
         Some(Outcome::Skipped { reason: SkipReason::NotReached })
     ));
+}
+
+const SLURM_CONF: &str = "/etc/slurm/slurm.conf";
+const GRES_CONF: &str = "/etc/slurm/gres.conf";
+const HEALTH: &str = "/usr/local/lib/toolkit/health/check";
+
+/// The lab's node line with `gpus` GPUs.
+fn node_line(gpus: u32) -> String {
+    format!(
+        "NodeName=node[01-04] Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 CPUs=2 RealMemory=1024 Gres=gpu:h100:{gpus} State=UNKNOWN\n"
+    )
+}
+
+fn slurm_conf(gpus: u32) -> String {
+    format!(
+        "ClusterName=lab\nSlurmctldHost=head\n\n# Nodes\n{}\n# Partitions\nPartitionName=gpu Nodes=node[01-04] Default=YES\n",
+        node_line(gpus)
+    )
+}
+
+/// A head with slurm.conf and slurmctld; nodes with gres.conf (drain), slurm.conf,
+/// their health program and slurmd: deployed with `from` GPUs per node, planned with `to`.
+fn gres_cluster(from: u32, to: u32) -> Cluster {
+    let resources = |gpus: u32| {
+        let conf = slurm_conf(gpus);
+        let mut out = vec![file("head", SLURM_CONF, &conf, Disruption::None)];
+        out.push(crate::render::common::service(
+            &Target::node("head"),
+            "slurmctld",
+            vec![out[0].id.clone()],
+            crate::resource::OnChange::Restart,
+        ));
+        for node in NODES {
+            let gres = file(node, GRES_CONF, &format!("NodeName={node} Name=gpu Count={gpus}\n"), Disruption::Drain);
+            let node_conf = file(node, SLURM_CONF, &conf, Disruption::None);
+            // The health program expects the node's GPU count too.
+            let health = file(node, HEALTH, &format!("gpu-inventory >= {gpus}\n"), Disruption::None);
+            let slurmd = crate::render::common::service(
+                &Target::node(node),
+                "slurmd",
+                vec![gres.id.clone(), node_conf.id.clone(), health.id.clone()],
+                crate::resource::OnChange::Restart,
+            );
+            out.extend([gres, node_conf, health, slurmd]);
+        }
+        out
+    };
+    let mut state = State::empty("lab");
+    for resource in resources(from) {
+        state.record(&resource);
+        if let Desired::File { content, .. } = &*resource.desired {
+            state.contents.insert(content.sha256().to_owned(), content.text().to_owned());
+        }
+    }
+    let graph = graph::build(resources(to)).expect("graph");
+    let mut plan = diff(&graph, &state, PlanInputs::default());
+    let schedulable = NODES.iter().map(|node| (*node).to_owned()).collect();
+    classify(&graph, &mut plan, &schedulable, "1".parse().expect("budget"));
+    Cluster { graph, plan, state }
+}
+
+/// Positions in `calls` of the calls `matches` selects.
+fn positions(calls: &[Call], matches: impl Fn(&Call) -> bool) -> Vec<usize> {
+    calls.iter().enumerate().filter(|(_, call)| matches(call)).map(|(at, _)| at).collect()
+}
+
+fn write_at(calls: &[Call], host: &str, path: &str) -> Vec<usize> {
+    positions(calls, |call| matches!(call, Call::Write { host: h, path: p } if h == host && p == path))
+}
+
+/// The restarts of slurmd the rollout itself asks for (so the node registers again).
+fn registrations(calls: &[Call], host: &str) -> Vec<usize> {
+    positions(
+        calls,
+        |call| matches!(call, Call::Exec { host: h, argv } if h == host && argv == &["systemctl", "restart", "slurmd"]),
+    )
+}
+
+#[tokio::test]
+async fn a_gpu_increase_reaches_slurmctld_wave_by_wave_after_each_node() {
+    let cluster = gres_cluster(4, 8);
+    let agreement = cluster.plan.rollout.as_ref().and_then(|rollout| rollout.agreement.as_ref()).expect("agreement");
+    assert_eq!(agreement.waved().collect::<Vec<_>>(), NODES);
+    let slurm = FakeSlurm::with(&NODES);
+    slurm.job("node01", "42", 3);
+    let connector = FakeConnector::new(Script::new(fresh_debian));
+    let hooks = Hooks::default();
+    let (report, _) = roll(&cluster, cluster.state.clone(), &connector, &slurm, &hooks, &options()).await;
+    assert!(report.is_success(), "{report:#?}");
+    assert_eq!(*slurm.most_drained.lock().expect("most"), 1);
+    let calls = connector.script.calls();
+    // slurmctld's slurm.conf: once per wave, then the blueprint's text once more
+    // (unchanged on a real host: no restart).
+    let head = write_at(&calls, "head", SLURM_CONF);
+    assert_eq!(head.len(), 5, "{calls:#?}");
+    let mut previous_wave_end: Option<usize> = None;
+    for (wave, node) in NODES.iter().enumerate() {
+        let gres = write_at(&calls, node, GRES_CONF)[0];
+        let health = write_at(&calls, node, HEALTH)[0];
+        let registered = registrations(&calls, node);
+        assert_eq!(registered.len(), 1, "{node} registers again once");
+        // Nothing of the node before the wave before it ended; the node, then slurmctld,
+        // then its registration.
+        assert!(previous_wave_end.is_none_or(|end| end < gres && end < health), "{node}: {calls:#?}");
+        assert!(gres < head[wave] && health < head[wave] && head[wave] < registered[0], "{node}: {calls:#?}");
+        previous_wave_end = Some(registered[0]);
+    }
+    let resumes: Vec<String> = slurm.events().into_iter().filter(|event| event.starts_with("resume")).collect();
+    assert_eq!(resumes, NODES.map(|node| format!("resume {node}")));
+}
+
+#[tokio::test]
+async fn a_gpu_decrease_reaches_slurmctld_before_each_wave_changes_its_nodes() {
+    let cluster = gres_cluster(8, 4);
+    let agreement = cluster.plan.rollout.as_ref().and_then(|rollout| rollout.agreement.as_ref()).expect("agreement");
+    assert!(agreement.nodes.values().all(|node| node.direction == crate::plan::agreement::Direction::Decrease));
+    let slurm = FakeSlurm::with(&NODES);
+    let connector = FakeConnector::new(Script::new(fresh_debian));
+    let (report, _) = roll(&cluster, cluster.state.clone(), &connector, &slurm, &Hooks::default(), &options()).await;
+    assert!(report.is_success(), "{report:#?}");
+    let calls = connector.script.calls();
+    let head = write_at(&calls, "head", SLURM_CONF);
+    for (wave, node) in NODES.iter().enumerate() {
+        let gres = write_at(&calls, node, GRES_CONF)[0];
+        assert!(head[wave] < gres, "slurmctld first for {node}: {calls:#?}");
+        if wave > 0 {
+            assert!(registrations(&calls, NODES[wave - 1])[0] < head[wave], "one wave after the other");
+        }
+    }
+}
+
+/// Slurm where some nodes registered below their line: INVAL and drained by slurmctld,
+/// refused a resume until slurmd restarts (a valid registration).
+struct InvalidSlurm {
+    slurm: FakeSlurm,
+    invalid: Mutex<BTreeSet<String>>,
+    script: std::sync::Arc<Script>,
+}
+
+impl InvalidSlurm {
+    fn registered(&self, node: &str) -> bool {
+        !registrations(&self.script.calls(), node).is_empty()
+    }
+}
+
+impl Scheduler for InvalidSlurm {
+    async fn nodes(&self) -> Result<Option<BTreeMap<String, NodeStatus>>, SchedulerError> {
+        let mut nodes = self.slurm.nodes().await?;
+        self.invalid.lock().expect("invalid").retain(|node| !self.registered(node));
+        let invalid = self.invalid.lock().expect("invalid").clone();
+        for (name, status) in nodes.iter_mut().flatten() {
+            status.invalid = invalid.contains(name);
+        }
+        Ok(nodes)
+    }
+
+    async fn drain(&self, node: &str, reason: &str) -> Result<(), SchedulerError> {
+        self.slurm.drain(node, reason).await
+    }
+
+    async fn resume(&self, node: &str) -> Result<(), SchedulerError> {
+        if self.invalid.lock().expect("invalid").contains(node) && !self.registered(node) {
+            return Err(SchedulerError::Refused {
+                host: "head".into(),
+                command: format!("scontrol update nodename={node} state=resume"),
+                message: format!("Invalid node state transition requested for node {node} from=INVAL to=RESUME"),
+            });
+        }
+        self.slurm.resume(node).await
+    }
+
+    async fn jobs_on(&self, node: &str) -> Result<Vec<Job>, SchedulerError> {
+        self.slurm.jobs_on(node).await
+    }
+
+    async fn requeue(&self, jobs: &[String]) -> Result<(), SchedulerError> {
+        self.slurm.requeue(jobs).await
+    }
+}
+
+#[tokio::test]
+async fn a_node_slurmctld_set_inval_for_its_definition_is_taken_over_and_resumed() {
+    // What an earlier toolkit left: slurmctld expects 8 GPUs of node03 and node04,
+    // which still report 4.
+    let cluster = gres_cluster(4, 8);
+    let connector = FakeConnector::new(Script::new(fresh_debian));
+    let slurm = InvalidSlurm {
+        slurm: FakeSlurm::with(&NODES),
+        invalid: Mutex::new(["node03", "node04"].map(str::to_owned).into()),
+        script: connector.script.clone(),
+    };
+    for node in ["node03", "node04"] {
+        slurm.slurm.drain_by_admin(node, "gres/gpu count reported lower than configured (4 < 8)");
+    }
+    let (report, _) = roll(&cluster, cluster.state.clone(), &connector, &slurm, &Hooks::default(), &options()).await;
+    // The nodes already out of service go first and cost no slot.
+    assert_eq!(report.waves, [vec!["node03", "node04"], vec!["node01"], vec!["node02"]]);
+    assert!(report.is_success(), "{report:#?}");
+    let events = slurm.slurm.events();
+    let id = report.id.clone().expect("id");
+    for node in NODES {
+        assert!(events.contains(&format!("resume {node}")), "{node} back in service: {events:#?}");
+    }
+    assert!(
+        events.iter().any(|event| event.starts_with(&format!("drain node03: toolkit:rollout {id}"))),
+        "node03 is toolkit's now: {events:#?}"
+    );
+    assert!(!slurm.slurm.status("node03").drain && !slurm.slurm.status("node04").drain);
 }
