@@ -86,6 +86,10 @@ pub enum Command {
     /// toolkit itself).
     #[command(hide = true)]
     SshMux(connections::MuxArgs),
+    /// The network-boot service on a provisioning host (started by toolkit itself
+    /// over SSH, see the inventory's `provisioning.host`).
+    #[command(hide = true)]
+    ProvisionService(provision::ServiceArgs),
 }
 
 /// How results are printed on stdout.
@@ -142,6 +146,7 @@ pub fn run() -> ExitCode {
         Command::Parse(args) => parse::run(&args),
         Command::Disconnect(args) => connections::disconnect(&args),
         Command::SshMux(args) => connections::serve(&args),
+        Command::ProvisionService(args) => provision::serve(&args),
     };
     match status {
         Ok(status) => status.into(),

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context as _;
 
@@ -11,9 +12,27 @@ use crate::cli::live;
 use crate::cli::{OutputFormat, Status, emit};
 use crate::deploy::provision::flow::{self, Book, Candidate, Options, Outcome, Run};
 use crate::deploy::provision::image;
+use crate::deploy::provision::service::{self, RemoteHost};
 use crate::inventory::LoadedInventory;
 use crate::model::Model;
+use crate::transport::ssh::SshOptions;
 use crate::transport::targets::{self, LocalUser};
+
+/// Arguments of `toolkit provision-service` (started by toolkit itself over SSH).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServiceArgs {
+    /// The service's specification (read, then removed: it holds host keys).
+    pub spec: PathBuf,
+}
+
+/// Serves network boot on this host for a toolkit run elsewhere, until that run
+/// says stop or its connection ends.
+pub(crate) fn serve(args: &ServiceArgs) -> anyhow::Result<Status> {
+    live::runtime()?
+        .block_on(service::serve_stdio(&args.spec))
+        .with_context(|| format!("provisioning service specification `{}`", args.spec.display()))?;
+    Ok(Status::Clean)
+}
 
 /// Flags of `toolkit deploy` for bare metal.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -35,6 +54,7 @@ pub(crate) struct Prepared {
     pub cache: PathBuf,
     pub authorized_key: String,
     pub book: Book,
+    pub service_host: Option<RemoteHost>,
 }
 
 /// Candidates and paths, or `None` when the inventory has no `provisioning` network
@@ -70,7 +90,17 @@ pub(crate) fn prepare(
         .trim()
         .to_owned();
     let book = Book::open(state_path, &model.name)?;
-    Ok(Some(Prepared { candidates, keys_dir, cache, authorized_key, book }))
+    let service_host = targets::provisioning_target(inventory, &LocalUser::from_env())?.map(|target| RemoteHost {
+        target,
+        // Long enough to copy the image over a slow link; a dead one fails on keepalives.
+        options: SshOptions { command_timeout: Duration::from_hours(2), ..SshOptions::default() },
+        dir: network
+            .host
+            .as_ref()
+            .and_then(|host| host.dir.clone())
+            .unwrap_or_else(|| "/var/lib/toolkit/provision".to_owned()),
+    });
+    Ok(Some(Prepared { candidates, keys_dir, cache, authorized_key, book, service_host }))
 }
 
 fn options(args: &ProvisionArgs) -> Options {
@@ -99,6 +129,7 @@ pub(crate) fn stage(
         authorized_key: prepared.authorized_key,
         book: prepared.book,
         note: &note,
+        service_host: prepared.service_host,
     };
     let report = live::runtime()?.block_on(flow::run(&run, &prepared.candidates, &options(args)))?;
     if output == OutputFormat::Json {

@@ -99,6 +99,11 @@ pub struct Provisioning {
     /// Where images are built and kept (default `$XDG_CACHE_HOME/toolkit/os`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<PathBuf>,
+    /// Run the provisioning service (dnsmasq, the HTTP server) on this host over SSH
+    /// instead of on the machine running toolkit — the controller, or a boot server
+    /// on the nodes' network; `interface` and `address` are then that host's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<ProvisioningHost>,
     /// Seconds a node may take from power-on to its first DHCP request (default 180).
     #[serde(default = "default_dhcp_timeout")]
     pub dhcp_timeout: u64,
@@ -117,6 +122,29 @@ const fn default_dhcp_timeout() -> u64 {
 
 const fn default_install_timeout() -> u64 {
     1800
+}
+
+/// The host the provisioning service runs on. It needs dnsmasq and ipxe (Debian's
+/// packages) for network boot, root (DHCP's port), and this machine's architecture:
+/// toolkit copies itself there and runs as `toolkit provision-service`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProvisioningHost {
+    /// SSH address (IP or DNS name).
+    pub address: String,
+    /// SSH port (default: `defaults.port`, else 22).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// SSH user (default: `defaults.user`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Private key file (default: `defaults.identity_file`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_file: Option<PathBuf>,
+    /// Directory for toolkit's copy of itself and the files it serves (kept between
+    /// runs, named by content; default `/var/lib/toolkit/provision`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<String>,
 }
 
 /// How the installer reaches a node.

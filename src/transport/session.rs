@@ -19,7 +19,7 @@ use tokio::sync::OnceCell;
 
 use super::mux;
 use super::ssh::{Cells, CommandLine, Input, Link, Links, SshOptions, SshTarget, run_channel};
-use super::{Executor, Output, TransportError};
+use super::{Executor, ExitStatus, Output, TransportError};
 
 type SharedResult = Result<Arc<SshSession>, Arc<TransportError>>;
 /// Whether the background process reached a host.
@@ -103,6 +103,110 @@ impl SshSession {
             }
             Via::Mux(client) => client.exec(&self.target, command, parts).await,
         }
+    }
+}
+
+impl SshSession {
+    /// Runs `argv` with everything `input` yields as its standard input, streamed a
+    /// packet at a time (an upload of any size, never held in memory).
+    ///
+    /// # Errors
+    /// As [`Executor::exec`]; [`TransportError::InvalidArgument`] over a kept
+    /// connection (the background process carries whole inputs only).
+    pub async fn exec_reading(
+        &self,
+        argv: &[String],
+        input: &mut (dyn tokio::io::AsyncRead + Unpin + Send),
+    ) -> Result<Output, TransportError> {
+        let command = CommandLine::of(&self.target, argv)?;
+        let link = self.own_link()?;
+        let protocol = |source| TransportError::Protocol { host: self.target.host.clone(), source };
+        let channel = link.open().await.map_err(protocol)?;
+        run_channel(channel, &self.target.host, command, Input::Reader(input), self.command_timeout).await
+    }
+
+    /// Starts `argv` and hands its standard output back line by line while it runs:
+    /// a service whose life is this channel's. Closing the channel, or losing the
+    /// connection (this process killed), gives the command end-of-file on its
+    /// standard input, which is how it learns to stop.
+    ///
+    /// # Errors
+    /// The channel cannot be opened or the server refuses the command;
+    /// [`TransportError::InvalidArgument`] over a kept connection.
+    pub async fn spawn(&self, argv: &[String]) -> Result<Spawned, TransportError> {
+        let command = CommandLine::of(&self.target, argv)?;
+        let link = self.own_link()?;
+        let protocol = |source| TransportError::Protocol { host: self.target.host.clone(), source };
+        let channel = link.open().await.map_err(protocol)?;
+        let (mut reader, writer) = channel.split();
+        writer.exec(true, command.line.into_bytes()).await.map_err(protocol)?;
+        let (lines, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let finished = tokio::spawn(async move {
+            let mut pending = Vec::new();
+            let mut stderr = Vec::new();
+            let mut status = ExitStatus::Unknown;
+            while let Some(message) = reader.wait().await {
+                match message {
+                    russh::ChannelMsg::Data { data } => {
+                        pending.extend_from_slice(&data);
+                        while let Some(end) = pending.iter().position(|&byte| byte == b'\n') {
+                            let taken: Vec<u8> = pending.drain(..=end).collect();
+                            let _ = lines.send(String::from_utf8_lossy(&taken[..end]).into_owned());
+                        }
+                    }
+                    russh::ChannelMsg::ExtendedData { data, ext: 1 } => stderr.extend_from_slice(&data),
+                    russh::ChannelMsg::ExitStatus { exit_status } => status = ExitStatus::Code(exit_status),
+                    russh::ChannelMsg::ExitSignal { signal_name, .. } => {
+                        status = ExitStatus::Signal(format!("{signal_name:?}"));
+                    }
+                    russh::ChannelMsg::Failure => break,
+                    _ => {}
+                }
+            }
+            Output { status, stdout: pending, stderr }
+        });
+        Ok(Spawned { host: self.target.host.clone(), lines: receiver, writer, finished })
+    }
+
+    fn own_link(&self) -> Result<&Arc<Link>, TransportError> {
+        match &self.via {
+            Via::Link(link) => Ok(link),
+            Via::Mux(_) => Err(TransportError::InvalidArgument {
+                reason: format!("`{}` is a kept connection: a stream needs a connection of this run", self.target.host),
+            }),
+        }
+    }
+}
+
+/// A command started by [`SshSession::spawn`], still running.
+pub struct Spawned {
+    host: String,
+    /// Its standard output, a line at a time (without the newline).
+    pub lines: tokio::sync::mpsc::UnboundedReceiver<String>,
+    writer: russh::ChannelWriteHalf<russh::client::Msg>,
+    finished: tokio::task::JoinHandle<Output>,
+}
+
+impl Spawned {
+    /// Writes `bytes` to its standard input.
+    ///
+    /// # Errors
+    /// The channel is closed.
+    pub async fn send(&self, bytes: &[u8]) -> Result<(), TransportError> {
+        self.writer.data(bytes).await.map_err(|source| TransportError::Protocol { host: self.host.clone(), source })
+    }
+
+    /// Closes its standard input and waits for it to exit: its status, its
+    /// standard error and whatever it printed after the last line read.
+    pub async fn finish(self) -> Output {
+        let _ = self.writer.eof().await;
+        let output = self.finished.await.unwrap_or(Output {
+            status: ExitStatus::Unknown,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+        });
+        let _ = self.writer.close().await;
+        output
     }
 }
 

@@ -72,6 +72,29 @@ pub fn from_inventory(inventory: &Inventory, local: &LocalUser) -> Result<Vec<Ss
     Ok(targets)
 }
 
+/// The host of the inventory's `provisioning.host`, if it names one: its own
+/// settings, else `defaults` (a bastion too).
+///
+/// # Errors
+/// As [`from_inventory`].
+pub fn provisioning_target(inventory: &Inventory, local: &LocalUser) -> Result<Option<SshTarget>, TransportError> {
+    let Some(on) = inventory.provisioning.as_ref().and_then(|network| network.host.as_ref()) else { return Ok(None) };
+    let host = Host {
+        address: on.address.clone(),
+        port: on.port,
+        user: on.user.clone(),
+        sudo: None,
+        identity_file: on.identity_file.clone(),
+        proxy_jump: None,
+        rail_macs: std::collections::BTreeMap::new(),
+        boot_macs: Vec::new(),
+        fake_gpu_devices: false,
+        vars: std::collections::BTreeMap::new(),
+    };
+    let jump = inventory.defaults.proxy_jump.as_ref();
+    host_target(inventory, local, &on.address, &host, jump, &mut BTreeSet::new()).map(Some)
+}
+
 fn host_target(
     inventory: &Inventory,
     local: &LocalUser,

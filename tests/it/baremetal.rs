@@ -4,9 +4,11 @@
 //! deploy` inspects them, refuses them while the blueprint wants more memory than
 //! they have (nothing written), installs them over PXE (one with its cable cut:
 //! named, the other finishes), is killed while the cut one writes its image, resumes
-//! it on a rerun, and configures Slurm on both; `srun -N2 hostname` runs. vm02 is
-//! then reinstalled from its BMC's virtual CD with no DHCP server, and the next plan
-//! and deploy change nothing.
+//! it on a rerun, and configures Slurm on both; `srun -N2 hostname` runs. Network
+//! boot is served from a second host on the guests' network (an sshd at 10.77.0.2):
+//! toolkit copies itself and the image there and runs the service over SSH. vm02 is
+//! then reinstalled from its BMC's virtual CD with no DHCP server, served from the
+//! machine running toolkit, and the next plan and deploy change nothing.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -110,6 +112,19 @@ fn srun_on_both(dir: &Path, lab: &Lab) {
     assert_eq!(String::from_utf8_lossy(&srun.stdout), "vm01\nvm02\n");
 }
 
+/// Whether no `toolkit provision-service` runs (within 30 s): the boot host's
+/// service ends with the connection of the run that started it.
+fn service_gone() -> bool {
+    for _ in 0..60 {
+        let found = Command::new("pgrep").args(["-f", "toolkit provision-service"]).output().expect("pgrep");
+        if !found.status.success() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    false
+}
+
 fn prerequisites() -> bool {
     for (program, package) in [
         ("qemu-system-x86_64", "qemu-system-x86 (from bookworm-backports: see .ci/setup)"),
@@ -156,6 +171,24 @@ fn blank_machines_behind_their_bmcs_become_a_slurm_cluster_through_deploy_alone(
         .collect();
     let dir = tempfile::tempdir().expect("tempdir");
     workspace(dir.path());
+    // The provisioning service runs on a second host of the guests' network, over SSH.
+    let boothost = vmlab(&["boothost", LAB, &dir.path().join(".toolkit/baremetal/id_ed25519.pub").to_string_lossy()]);
+    assert!(boothost.status.success(), "{}", text(&boothost));
+    std::fs::write(dir.path().join(".toolkit/baremetal/known_hosts"), &boothost.stdout).expect("known_hosts");
+    let lab_dir = PathBuf::from(lab.description["dir"].as_str().expect("dir"));
+    let served_from = lab_dir.join("boothost/provision");
+    let inventory = std::fs::read_to_string(dir.path().join("inventory.yaml")).expect("inventory");
+    let local_service = inventory.clone();
+    std::fs::write(
+        dir.path().join("inventory.yaml"),
+        inventory.replace(
+            "  address: 10.77.0.1\n",
+            &format!("  address: 10.77.0.2\n  host: {{ address: 10.77.0.2, dir: {} }}\n", served_from.display()),
+        ),
+    )
+    .expect("writes");
+    let local_dnsmasq_log = repo().join(".toolkit/os/run/dnsmasq.log");
+    let _ = std::fs::remove_file(&local_dnsmasq_log);
 
     // 1. The blueprint wants 2 GiB; the machines have 1: refused at inspection, nothing written.
     let blueprint = std::fs::read_to_string(dir.path().join("baremetal.yaml")).expect("blueprint");
@@ -180,6 +213,12 @@ fn blank_machines_behind_their_bmcs_become_a_slurm_cluster_through_deploy_alone(
     assert_eq!(first.status.code(), Some(1), "{said}");
     assert!(said.contains("vm01: installed on /dev/vda"), "{said}");
     assert!(said.contains("error: vm02: network boot: no DHCP request seen from 52:54:00:77:00:12"), "{said}");
+    assert!(said.contains("image: provisioning service on 10.77.0.2 (over SSH)"), "{said}");
+    assert!(said.contains("image: copied ") && said.contains(" bytes to 10.77.0.2 in "), "{said}");
+    let remote_log = std::fs::read_to_string(served_from.join("run/dnsmasq.log")).expect("the boot host's dnsmasq log");
+    assert!(remote_log.contains("DHCPACK(br0) 10.77.0.11 52:54:00:77:00:11"), "{remote_log}");
+    assert!(!local_dnsmasq_log.exists(), "no DHCP server ran on the machine running toolkit");
+    assert!(service_gone(), "the boot host's service stopped with the run");
     let status = toolkit(dir.path(), &lab, &["status", "baremetal.yaml", "-i", "inventory.yaml"]);
     let shown = text(&status);
     assert!(shown.contains("Bare metal: 1 of 2 nodes installed and reachable."), "{shown}");
@@ -209,6 +248,8 @@ fn blank_machines_behind_their_bmcs_become_a_slurm_cluster_through_deploy_alone(
     killed.kill().expect("kills");
     let _ = killed.wait();
     eprintln!("MEASURE deploy killed {:.0} s after its start, vm02 writing its image", started.elapsed().as_secs_f64());
+    // Its connection gone, the service on the boot host stops: no DHCP left answering.
+    assert!(service_gone(), "the boot host's service outlived the killed deploy");
 
     // The rerun finds vm02 half installed, installs it anew, then configures both.
     let started = Instant::now();
@@ -225,15 +266,16 @@ fn blank_machines_behind_their_bmcs_become_a_slurm_cluster_through_deploy_alone(
         "{said}"
     );
     assert!(said.contains("vm02: installed on /dev/vda"), "{said}");
+    assert!(!said.contains("image: copied "), "the boot host kept the files: {said}");
 
     // Slurm runs across the two installed machines.
     srun_on_both(dir.path(), &lab);
 
-    // 4. vm02 again, from its BMC's virtual CD this time: no DHCP server runs.
-    let inventory = std::fs::read_to_string(dir.path().join("inventory.yaml")).expect("inventory");
+    // 4. vm02 again, from its BMC's virtual CD this time, served from the machine
+    // running toolkit: no DHCP server runs.
     std::fs::write(
         dir.path().join("inventory.yaml"),
-        inventory.replace("provisioning:\n", "provisioning:\n  boot: virtual-media\n"),
+        local_service.replace("provisioning:\n", "provisioning:\n  boot: virtual-media\n"),
     )
     .expect("writes");
     // As deploy will: the plan names it reinstalled (Terraform's `-replace`).
@@ -241,8 +283,7 @@ fn blank_machines_behind_their_bmcs_become_a_slurm_cluster_through_deploy_alone(
     let said = text(&plan);
     assert_eq!(plan.status.code(), Some(2), "{said}");
     assert!(said.contains("-/+ os debian bookworm on vm02  (reinstall: --reinstall"), "{said}");
-    let dnsmasq_log = repo().join(".toolkit/os/run/dnsmasq.log");
-    let _ = std::fs::remove_file(&dnsmasq_log);
+    let dnsmasq_log = local_dnsmasq_log;
     let started = Instant::now();
     let from_cd = toolkit(
         dir.path(),

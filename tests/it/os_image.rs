@@ -137,6 +137,30 @@ fn the_image_boots_from_its_disk_under_bios_and_uefi() {
     }
 }
 
+/// Debian 13 (trixie, Slurm 24.11) built from the same recipe and booted from its
+/// disk under both firmwares: the suite toolkit installs next.
+#[test]
+fn the_debian_13_image_boots_from_its_disk_under_bios_and_uefi() {
+    if built().is_none() {
+        return;
+    }
+    let trixie = ImageSpec { suite: "trixie".to_owned(), ..spec() };
+    let started = Instant::now();
+    let built = image::build(&trixie, &cache()).expect("the trixie image builds");
+    eprintln!("MEASURE trixie image ready in {:.1} s ({} bytes)", started.elapsed().as_secs_f64(), built.size_bytes);
+    let _alone = machine_to_itself();
+    for uefi in [false, true] {
+        let guest = Guest::boot(&built.disk, uefi, &["-nic", "none"]);
+        let firmware = if uefi { "OVMF" } else { "SeaBIOS" };
+        match guest.wait_for("login:", Duration::from_mins(4)) {
+            Ok(elapsed) => eprintln!("MEASURE trixie, {firmware}: disk to login prompt {:.1} s", elapsed.as_secs_f64()),
+            Err(console) => panic!("{firmware}: no login prompt; console:\n{console}"),
+        }
+        let console = std::fs::read_to_string(&guest.serial).unwrap_or_default();
+        assert!(console.contains("Debian GNU/Linux 13"), "{firmware}: not Debian 13:\n{console}");
+    }
+}
+
 /// The deploy agent, booted by QEMU straight from its kernel and initrd (user-mode
 /// networking: the host is 10.0.2.2), against toolkit's provisioning server: it
 /// reports the machine, writes the image to the disk the rule picks, checks it,

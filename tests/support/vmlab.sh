@@ -8,6 +8,8 @@
 #                                                     (VMLAB_FIRMWARE=uefi: OVMF instead of SeaBIOS)
 #   vmlab.sh down NAME                                removes all of it
 #   vmlab.sh link NAME VM up|down                     the guest's NIC link (a cut cable)
+#   vmlab.sh boothost NAME PUBKEY                     an SSH host at 10.77.0.2 on the bridge (key
+#                                                     PUBKEY for root); prints its known_hosts line
 #   vmlab.sh exec NAME CMD…                           runs CMD inside the namespace
 #
 # Addresses: the bridge br0 is 10.77.0.1/24 in netns tk-NAME; guest K has MAC
@@ -21,7 +23,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 venv=${TOOLKIT_LIBVIRT_VENV:-$repo/.toolkit/venv-libvirt}
 
-usage() { sed -n '7,12p' "$0" >&2; exit 2; }
+usage() { sed -n '7,14p' "$0" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 command=$1
 name=$2
@@ -206,6 +208,35 @@ down() {
     rm -rf "$dir"
 }
 
+boothost() {
+    # A second host on the guests' network, reached over SSH: where toolkit runs its
+    # provisioning service when the inventory names `provisioning.host`. A real sshd
+    # in the lab's namespace, on its own address.
+    local pubkey=$1 home=$dir/boothost
+    mkdir -p "$home" /run/sshd
+    if ! in_ns ip -4 addr show br0 | grep 'inet 10\.77\.0\.2/' >/dev/null; then
+        in_ns ip addr add 10.77.0.2/24 dev br0
+    fi
+    [ -f "$home/ssh_host_ed25519_key" ] || ssh-keygen -q -t ed25519 -N '' -C boothost -f "$home/ssh_host_ed25519_key"
+    install -m 0600 "$pubkey" "$home/authorized_keys"
+    cat > "$home/sshd_config" <<CONF
+ListenAddress 10.77.0.2:22
+HostKey $home/ssh_host_ed25519_key
+PidFile $home/sshd.pid
+AuthorizedKeysFile $home/authorized_keys
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+CONF
+    if ! [ -f "$home/sshd.pid" ] || ! kill -0 "$(cat "$home/sshd.pid")" 2>/dev/null; then
+        in_ns /usr/sbin/sshd -f "$home/sshd_config" -E "$home/sshd.log"
+    fi
+    printf '10.77.0.2 %s\n' "$(cut -d' ' -f1,2 "$home/ssh_host_ed25519_key.pub")"
+}
+
 link() {
     # By MAC (the tap has no name while the guest is off); kept in the definition so it
     # holds across power cycles, and set live too when the guest runs.
@@ -221,6 +252,7 @@ case "$command" in
     up) shift 2; [ $# -ge 1 ] || usage; up "$@" ;;
     down) down ;;
     link) [ $# -eq 4 ] || usage; link "$3" "$4" ;;
+    boothost) [ $# -eq 3 ] || usage; boothost "$3" ;;
     exec) shift 2; in_ns "$@" ;;
     *) usage ;;
 esac

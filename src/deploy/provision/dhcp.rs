@@ -26,7 +26,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 pub const IPXE_DIR: &str = "/usr/lib/ipxe";
 
 /// Who gives addresses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum DhcpMode {
     /// dnsmasq gives each node its address, and answers nobody else.
     Dhcp {
@@ -41,7 +41,7 @@ pub enum DhcpMode {
 }
 
 /// One node to answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DhcpHost {
     /// Host name.
     pub name: String,
@@ -52,7 +52,7 @@ pub struct DhcpHost {
 }
 
 /// What dnsmasq is told.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DhcpConfig {
     /// Interface to listen on.
     pub interface: String,
@@ -169,7 +169,7 @@ impl DhcpConfig {
 }
 
 /// What dnsmasq logged about a node.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum DhcpEvent {
     /// `DHCPDISCOVER` from `mac`.
     Discover {

@@ -17,18 +17,20 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ipnet::Ipv4Net;
-use thiserror::Error;
 
 use super::agent::{self, AgentFiles};
-use super::dhcp::{self, DhcpConfig, DhcpEvent, DhcpHost, DhcpMode as DhcpServe, Dnsmasq};
+use super::dhcp::{DhcpConfig, DhcpEvent, DhcpHost, DhcpMode as DhcpServe};
 use super::disk::DiskRule;
+use super::error::now;
+pub use super::error::{ProvisionError, RunLock};
 use super::host_keys::{self, HostKey};
 use super::image::{self, BuiltImage, ImageSpec};
 use super::iso;
 use super::overlay::NodeOverlay;
 use super::progress::{Deadlines, Delivery, Progress, Seen};
 use super::server::Files;
-use super::server::{Event, EventKind, NodeBoot, Server, normalize_mac};
+use super::server::{EventKind, NodeBoot, normalize_mac};
+use super::service::{Observed, RemoteHost, Service, ServiceSpec};
 use super::verify::{self, Expected};
 use crate::blueprint::schema::{BootMode, Distribution, Os};
 use crate::bmc::redfish::{BmcConfig, BootTarget, PowerState, Redfish, ResetType};
@@ -39,99 +41,6 @@ use crate::plan::state::provisioning::{NodeProvisioning, ProvisionStep};
 use crate::transport::session::SshSession;
 use crate::transport::ssh::{SshOptions, SshTarget};
 use crate::transport::{TransportError, known_hosts};
-
-/// Why a provisioning run could not run at all (a node's own failure is in its
-/// [`Outcome`] instead).
-#[derive(Debug, Error)]
-pub enum ProvisionError {
-    /// The state file could not be read or written.
-    #[error(transparent)]
-    State(#[from] crate::plan::state::StateError),
-    /// The image could not be built.
-    #[error(transparent)]
-    Image(#[from] image::ImageError),
-    /// The agent could not be built.
-    #[error(transparent)]
-    Agent(#[from] agent::AgentError),
-    /// DHCP could not start.
-    #[error(transparent)]
-    Dhcp(#[from] dhcp::DhcpError),
-    /// The HTTP server could not start.
-    #[error("provisioning HTTP server on {address}: {source}")]
-    Server {
-        /// Where it should have listened.
-        address: SocketAddr,
-        /// Why it did not.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A node's host key or known_hosts could not be written.
-    #[error(transparent)]
-    HostKey(#[from] host_keys::HostKeyError),
-    /// known_hosts could not be updated.
-    #[error(transparent)]
-    KnownHosts(#[from] TransportError),
-    /// The inventory lacks what provisioning needs.
-    #[error("{0}")]
-    Inventory(String),
-    /// Another run drives the same nodes from this machine.
-    #[error(
-        "another toolkit run is provisioning from this machine ({holder}); wait for it (its lock is `{}`)",
-        path.display()
-    )]
-    Busy {
-        /// The lock file.
-        path: PathBuf,
-        /// What the lock file says of its holder.
-        holder: String,
-    },
-    /// The lock file could not be made.
-    #[error("provisioning lock `{}`: {source}", path.display())]
-    Lock {
-        /// The lock file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-/// Held while a run drives BMCs and serves network boot: two runs would power the
-/// same machines off under each other and fight over the DHCP port. An OS lock on a
-/// file, so a killed run releases it with its process.
-pub struct RunLock {
-    _file: std::fs::File,
-}
-
-impl RunLock {
-    /// Takes `cache/run.lock`, or says who holds it.
-    ///
-    /// # Errors
-    /// [`ProvisionError::Busy`] when another process holds it.
-    pub fn take(cache: &Path) -> Result<Self, ProvisionError> {
-        let path = cache.join("run.lock");
-        let lock_error = |source| ProvisionError::Lock { path: path.clone(), source };
-        std::fs::create_dir_all(cache).map_err(lock_error)?;
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(lock_error)?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let holder = std::fs::read_to_string(&path).unwrap_or_default().trim().to_owned();
-                return Err(ProvisionError::Busy { path, holder });
-            }
-            Err(std::fs::TryLockError::Error(source)) => return Err(lock_error(source)),
-        }
-        let holder = format!("pid {} since {}", std::process::id(), now());
-        let _ = file.set_len(0).and_then(|()| std::io::Write::write_all(&mut file, holder.as_bytes()));
-        Ok(Self { _file: file })
-    }
-}
 
 /// What the caller asks of the run.
 #[derive(Debug, Clone, Default)]
@@ -400,10 +309,6 @@ impl Book {
     }
 }
 
-fn now() -> String {
-    jiff::Timestamp::now().round(jiff::Unit::Second).map_or_else(|_| String::new(), |time| time.to_string())
-}
-
 /// Everything one run needs besides the nodes.
 pub struct Run<'a> {
     /// The inventory's provisioning network.
@@ -418,6 +323,8 @@ pub struct Run<'a> {
     pub book: Book,
     /// Say what happens (one line per step per node).
     pub note: &'a (dyn Fn(&str, &str) + Sync),
+    /// The host the provisioning service runs on, when not this machine.
+    pub service_host: Option<RemoteHost>,
 }
 
 /// Inspects every candidate, probes SSH, and installs those that need it.
@@ -624,12 +531,7 @@ async fn install_image(
         });
         run.book.update(&candidate.node, |record| record.image = Some(image.sha256.clone()))?;
     }
-    let files = Files::of(&image, &agent);
-    let bind = SocketAddr::from((network.address, network.port));
-    let (server, mut events) = Server::start(bind, &format!("{}:{}", network.address, network.port), files, boots)
-        .await
-        .map_err(|source| ProvisionError::Server { address: bind, source })?;
-    let dhcp_config = DhcpConfig {
+    let dhcp = (!via_cd).then(|| DhcpConfig {
         interface: network.interface.clone(),
         server_address: network.address,
         mode: match network.dhcp {
@@ -645,20 +547,25 @@ async fn install_image(
             })
             .collect(),
         gateway: network.gateway,
-        boot_url: server.boot_url(),
-    };
-    let run_dir = run.cache.join("run");
+        // The service fills in its server's.
+        boot_url: String::new(),
+    });
     // Virtual media needs nothing on the nodes' network but the HTTP server.
-    let dnsmasq = if via_cd {
-        None
-    } else {
-        match Dnsmasq::start(&dhcp_config, &run_dir) {
-            Ok(dnsmasq) => Some(dnsmasq),
-            Err(error) => {
-                server.stop().await;
-                return Err(error.into());
-            }
+    let spec = ServiceSpec {
+        bind: SocketAddr::from((network.address, network.port)),
+        advertise: format!("{}:{}", network.address, network.port),
+        files: Files::of(&image, &agent),
+        nodes: boots,
+        dhcp,
+        run_dir: run.cache.join("run"),
+        lock_dir: None,
+    };
+    let mut service = match &run.service_host {
+        Some(host) => {
+            (run.note)("image", &format!("provisioning service on {} (over SSH)", host.target.host));
+            Service::start_on(host, &spec, &|said| (run.note)("image", said)).await?
         }
+        None => Service::start_here(&spec).await?,
     };
     let deadlines = Deadlines {
         dhcp: Duration::from_secs(network.dhcp_timeout),
@@ -678,29 +585,15 @@ async fn install_image(
         let delivery = if via_cd { Delivery::VirtualMedia } else { Delivery::Network };
         drivers.push(drive(run, installing, receiver, deadlines, delivery));
     }
-    let mut dhcp_events = match &dnsmasq {
-        Some(dnsmasq) => dnsmasq.events(),
-        None => tokio::sync::mpsc::unbounded_channel().1,
-    };
+    let events = &mut service.events;
     let forward = async {
-        loop {
-            tokio::select! {
-                event = events.recv() => match event {
-                    Some(event) => {
-                        if let Some(&index) = by_mac.get(&normalize_mac(&event.mac)) {
-                            let _ = senders[index].send(Observed::Http(event));
-                        }
-                    }
-                    None => break,
-                },
-                event = dhcp_events.recv(), if dnsmasq.is_some() => match event {
-                    Some(event) => {
-                        if let Some(&index) = by_mac.get(&normalize_mac(event.mac())) {
-                            let _ = senders[index].send(Observed::Dhcp(event));
-                        }
-                    }
-                    None => break,
-                },
+        while let Some(observed) = events.recv().await {
+            let mac = match &observed {
+                Observed::Http(event) => normalize_mac(&event.mac),
+                Observed::Dhcp(event) => normalize_mac(event.mac()),
+            };
+            if let Some(&index) = by_mac.get(&mac) {
+                let _ = senders[index].send(observed);
             }
         }
     };
@@ -708,24 +601,14 @@ async fn install_image(
         outcomes = futures::future::join_all(drivers) => outcomes,
         () = forward => Vec::new(),
     };
-    if let Some(dnsmasq) = dnsmasq {
-        dnsmasq.stop();
-    }
-    for (node, bytes) in server.served() {
+    for (node, bytes) in service.stop().await {
         (run.note)(&node, &format!("served {bytes} bytes"));
     }
-    server.stop().await;
     let mut out = Vec::new();
     for (installing, outcome) in nodes.iter().zip(outcomes) {
         out.push((installing.candidate.node.clone(), outcome?));
     }
     Ok(out)
-}
-
-/// What the network saw of a node.
-enum Observed {
-    Http(Event),
-    Dhcp(DhcpEvent),
 }
 
 /// One node from power-on to SSH.

@@ -14,11 +14,14 @@
 //! - [`server`]: the HTTP server iPXE and the agent talk to; [`progress`]: what was seen of each node.
 //! - [`host_keys`]: each node's SSH host key, generated and pinned before its first boot.
 //! - [`dhcp`]: dnsmasq as DHCP/proxy-DHCP + TFTP for network boot, and its log.
+//! - [`error`]: why a run stops as a whole, and the lock one run holds.
+//! - [`service`]: the server and dnsmasq run together, here or on another host over SSH.
 //! - [`iso`]: the per-node boot ISO a BMC inserts as virtual media (no DHCP needed).
 
 pub mod agent;
 pub mod dhcp;
 pub mod disk;
+pub mod error;
 pub mod flow;
 pub mod host_keys;
 pub mod image;
@@ -27,4 +30,5 @@ pub mod overlay;
 pub mod plan;
 pub mod progress;
 pub mod server;
+pub mod service;
 pub mod verify;

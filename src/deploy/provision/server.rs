@@ -103,7 +103,7 @@ impl AgentInventory {
 }
 
 /// What the blueprint says the agent must find (the BMC may not report GPUs).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InBand {
     /// GPUs per node.
     pub gpus: Option<u32>,
@@ -134,7 +134,7 @@ impl InBand {
 }
 
 /// One node the server answers.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NodeBoot {
     /// Host name.
     pub name: String,
@@ -154,7 +154,7 @@ pub struct NodeBoot {
 }
 
 /// The files every node boots and receives.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Files {
     /// Agent kernel.
     pub kernel: PathBuf,
@@ -186,7 +186,7 @@ impl Files {
 }
 
 /// What happened.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum EventKind {
     /// Its BMC fetched the node's boot ISO (virtual media).
     MediaFetched,
@@ -220,7 +220,7 @@ pub enum EventKind {
 }
 
 /// An event of one node.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
     /// Host name.
     pub node: String,
