@@ -22,6 +22,7 @@
 
 mod planner;
 pub mod prometheus;
+pub mod repair;
 pub mod resources;
 pub mod script;
 pub mod status;
