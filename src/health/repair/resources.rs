@@ -20,17 +20,10 @@ pub const POLICY: &str = "/etc/toolkit/repair/policy.json";
 pub const STATE: &str = "/var/lib/toolkit/repair/state.json";
 /// Executables called with a node and its RMA record when it goes to RMA.
 pub const RMA_HOOKS: &str = "/etc/toolkit/repair/rma.d";
-/// The port of the webhook Alertmanager posts to.
-pub const WEBHOOK_PORT: u16 = 9097;
 /// The program's text.
 pub const TEXT: &str = include_str!("../../../templates/health/toolkit-repair.py");
 
-/// The webhook's URL for Alertmanager.
-#[must_use]
-pub fn webhook_url(address: &str) -> String {
-    let host = if address.contains(':') { format!("[{address}]") } else { address.to_owned() };
-    format!("http://{host}:{WEBHOOK_PORT}/alert")
-}
+pub use crate::model::monitoring::{REPAIR_WEBHOOK_PORT as WEBHOOK_PORT, repair_webhook_url as webhook_url};
 
 /// The service on `controller`, its webhook listening on `address`.
 #[must_use]
