@@ -778,26 +778,12 @@ fn health_settings(model: &Model) -> Option<Vec<Setting>> {
     // Lint rejects a malformed duration; the default stands in for a model built without it.
     let seconds = crate::blueprint::duration::parse(&monitoring.health.fast_interval)
         .map_or(300, |interval| interval.as_secs().max(1));
-    let mut settings = vec![
+    Some(vec![
         Setting::new("HealthCheckProgram", HEALTH_PROGRAM),
         Setting::new("HealthCheckInterval", seconds.to_string()),
         Setting::new("HealthCheckNodeState", "ANY,CYCLE"),
-    ];
-    if monitoring.repair.is_some() {
-        // The repair service's `reboot` step is `scontrol reboot`: slurmd runs this on
-        // the node. Slurm marks a rebooted node DOWN after ResumeTimeout (default 60 s);
-        // a GPU server spends minutes in firmware, so give it REBOOT_RESUME_TIMEOUT.
-        settings.push(Setting::new("RebootProgram", REBOOT_PROGRAM));
-        settings.push(Setting::new("ResumeTimeout", REBOOT_RESUME_TIMEOUT.to_string()));
-    }
-    Some(settings)
+    ])
 }
-
-/// What slurmd runs for `scontrol reboot` when the blueprint repairs nodes.
-pub const REBOOT_PROGRAM: &str = "/usr/sbin/reboot";
-
-/// Seconds a node rebooted by Slurm has to answer again before it is marked DOWN.
-pub const REBOOT_RESUME_TIMEOUT: u64 = 900;
 
 /// Substitutes `extra` values for keys already rendered (Slurm warns on a
 /// duplicate key and the last one wins silently) and returns the rest, to append.

@@ -373,7 +373,7 @@ const REPAIR_EDITS: &[(&str, &str)] = &[(
 
 /// With `monitoring.repair`: the service on the controller (program, policy, timer,
 /// webhook), Alertmanager routing the health alert to its webhook (amtool accepts it),
-/// slurm.conf's RebootProgram, and the BMC credentials as a secret file; without it,
+/// and the BMC credentials as a secret file; without it,
 /// none of these.
 #[test]
 fn the_repair_service_runs_on_the_controller_fed_by_alertmanager() {
@@ -425,14 +425,10 @@ fn the_repair_service_runs_on_the_controller_fed_by_alertmanager() {
     assert!(*secret && *mode == 0o600, "a 0600 secret file");
     let known: serde_json::Value = serde_json::from_str(content.text()).expect("json");
     assert_eq!(known["node02"]["password"], "pw-node02");
-    let slurm_conf = file_text(&hosts, "head:file:/etc/slurm/slurm.conf");
-    assert!(slurm_conf.contains("RebootProgram=/usr/sbin/reboot\n"), "{slurm_conf}");
-    assert!(slurm_conf.contains("ResumeTimeout=900\n"), "{slurm_conf}");
 
     // Without `monitoring.repair`: nothing of it.
     let plain = lab_model(&[]);
     let hosts = render::render(&plain, Some(&inventory), &secrets, &renderer).expect("renders");
-    assert!(!file_text(&hosts, "head:file:/etc/slurm/slurm.conf").contains("RebootProgram"));
     assert!(!hosts.iter().any(|resource| resource.id.as_str().contains("repair")));
     let monitoring = model::monitoring::monitoring(&plain, Some(&inventory)).expect("on");
     assert!(!config::alertmanager(&monitoring, &BTreeMap::new()).contains("toolkit-repair"));

@@ -82,9 +82,9 @@ pub struct Repair {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum RepairStep {
-    /// Take the failing rail links down and up again (over the controller's SSH to the node).
+    /// Take the node's rail links down and up again (the controller's root SSH to the node).
     Relink,
-    /// Reboot through Slurm (`scontrol reboot`, slurmd's `RebootProgram`).
+    /// Reboot once empty: `systemctl reboot` over the controller's root SSH, as the rollout reboots.
     Reboot,
     /// Power-cycle through the node's BMC (Redfish `ComputerSystem.Reset`).
     PowerCycle,

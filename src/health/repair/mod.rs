@@ -1,6 +1,7 @@
 //! Self-repair: what happens to a node after its own health check drained it. A
-//! service on the controller walks the failing check's repair ladder — relink, reboot
-//! (through Slurm), power-cycle (through the BMC), diagnose — and sends what no step
+//! service on the controller walks the failing check's repair ladder — relink and
+//! reboot (over the controller's root SSH to the node), power-cycle (through the BMC),
+//! diagnose (a command on the controller) — and sends what no step
 //! repaired to RMA, under a budget; the node's own checks decide whether a step worked
 //! (they resume it).
 //!

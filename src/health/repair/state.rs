@@ -129,15 +129,15 @@ impl State {
         let mut lines = Vec::new();
         for (node, entry) in &self.nodes {
             let taken: Vec<&str> = entry.steps.iter().map(|record| record.step.as_str()).collect();
+            let taken = if taken.is_empty() { String::new() } else { format!("; steps taken {}", taken.join(" → ")) };
             lines.push((
                 node.clone(),
                 format!(
-                    "in repair for {}: {} ({}) for {} s; steps {}",
+                    "in repair for {}: {} ({}) for {} s{taken}",
                     entry.check,
                     entry.step.as_str(),
                     outcome_word(entry.outcome),
                     now.saturating_sub(entry.since),
-                    taken.join(" → ")
                 ),
             ));
         }
