@@ -109,6 +109,10 @@ def ongoing(policy, seen, entry, now):
     def rma(why):
         return {"action": "rma", "node": node, "check": entry["check"], "detail": entry["detail"], "why": why}
 
+    taken = entry.get("steps") or []
+    if (not taken or taken[-1]["step"] != entry["step"]) and drained_and_empty(seen):
+        return {"action": "next", "node": node, "step": entry["step"]}
+
     if entry["outcome"] == "failed":
         if entry["step"] == "diagnose":
             return rma("diagnostics failed")

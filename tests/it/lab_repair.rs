@@ -6,6 +6,8 @@
 //! brings the rail back, the node's checks pass and resume it by themselves, and the
 //! drain → resume time lands in the service's state file and in Prometheus. Meanwhile
 //! node03, drained by an operator with a failing rail of its own, is never touched.
+//! Last, the head restarted while node04 is mid-ladder: the restarted service finds
+//! node04 in its state file and carries on.
 //!
 //! The head's root SSH to the nodes (key and known_hosts) is set up by the test, as an
 //! operator gives a Slurm controller root SSH to its nodes; toolkit does not make it.
@@ -236,4 +238,38 @@ fn a_node_a_reboot_repairs_comes_back_by_itself_and_an_operators_drain_is_never_
 
     let plan = toolkit(dir.path(), &["plan", "lab.yaml", "-i", "inventory.yaml"]);
     assert!(plan.status.success(), "a second plan has nothing to change:\n{}", text(&plan.stdout));
+
+    a_controller_restart_mid_ladder_carries_on(&lab);
+}
+
+/// node04's rail down, and the head rebooted (a container restart) right after the
+/// service recorded node04's reboot step: the restarted service finds node04 in its
+/// state file and carries the ladder on — here to its end, node04 resumed by its checks.
+fn a_controller_restart_mid_ladder_carries_on(lab: &Lab<'_>) {
+    let head_restarts = Lab::restarts("head");
+    lab.exec_ok("node04", &["ip", "link", "set", "rail1", "down"]);
+    wait_for(Duration::from_mins(2), "node04 in repair in the state file", || {
+        let state = lab.repair_state();
+        if state["nodes"]["node04"]["step"] == "reboot" { Ok(()) } else { Err(format!("{state:#}")) }
+    });
+    lab.exec_ok("head", &["systemd-run", "--on-active=1", "--timer-property=AccuracySec=100ms", "systemctl", "reboot"]);
+    wait_for(Duration::from_mins(2), "the head restarted", || {
+        let now = Lab::restarts("head");
+        if now > head_restarts { Ok(()) } else { Err(format!("restart count {now}")) }
+    });
+    let done = wait_for(Duration::from_mins(4), "node04's repair closed by the restarted service", || {
+        let read = super::lab_e2e::exec_in(lab.dir, CLUSTER, "head", &["cat", "/var/lib/toolkit/repair/state.json"]);
+        let state: Value =
+            serde_json::from_slice(&read.stdout).map_err(|error| format!("{error}: {}", text(&read.stderr)))?;
+        let history = state["history"].as_array().cloned().unwrap_or_default();
+        match history.iter().find(|done| done["node"] == "node04") {
+            Some(done) if state["nodes"].get("node04").is_none() => Ok(done.clone()),
+            _ => Err(format!("{state:#}")),
+        }
+    });
+    eprintln!("node04's repair across the head's restart: {done}");
+    assert_eq!(done["outcome"], "resumed", "{done}");
+    assert_eq!(done["steps"][0]["step"], "reboot", "{done}");
+    let (state, reason) = lab.node_state("node04");
+    assert_eq!(state.trim_end_matches('*'), "idle", "{reason}");
 }

@@ -16,7 +16,8 @@
 //! `max_repairs_per_day` repairs in 24 h goes to RMA. A step is given `settle` seconds
 //! for the node's own checks to pass and resume it; otherwise the next step is taken. A
 //! step that could not run (no BMC) passes to the next at once; failed diagnostics go
-//! to RMA at once.
+//! to RMA at once. A step recorded but never taken (the service stopped in between) is
+//! taken again.
 
 use serde::{Deserialize, Serialize};
 
@@ -199,6 +200,12 @@ fn ongoing(policy: &Policy, seen: &Observed, entry: &super::state::InRepair, now
     }
     let rma =
         |why: String| Action::Rma { node: node.clone(), check: entry.check.clone(), detail: entry.detail.clone(), why };
+    // Recorded but never taken: the service stopped between writing the step and
+    // taking it (a controller restart). Take it now rather than wait on a step that
+    // never happened.
+    if entry.steps.last().is_none_or(|record| record.step != entry.step) && seen.drained_and_empty() {
+        return Action::Next { node, step: entry.step };
+    }
     match entry.outcome {
         Outcome::Failed if entry.step == RepairStep::Diagnose => return rma("diagnostics failed".to_owned()),
         Outcome::Failed => {}

@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::health::repair::state::{InRepair, Outcome, State};
+use crate::health::repair::state::{InRepair, Outcome, State, StepRecord};
 use crate::health::repair::{Policy, RMA_PREFIX};
 
 use RepairStep::{Diagnose, PowerCycle, Reboot, Relink, Rma};
@@ -32,12 +32,22 @@ fn rail_down(node: &str) -> Observed {
     seen(node, "IDLE+DRAIN", "toolkit:health rail-links: rail1 down, MTU 9000 (planned up, MTU 9000)")
 }
 
+/// A node at `step`, taken at `since`, with `outcome`.
 fn at(step: RepairStep, outcome: Outcome, since: u64) -> InRepair {
+    InRepair {
+        outcome,
+        steps: vec![StepRecord { step, at: since, outcome, note: String::new() }],
+        ..recorded(step, since)
+    }
+}
+
+/// A node whose `step` was recorded at `since` but not taken yet.
+fn recorded(step: RepairStep, since: u64) -> InRepair {
     InRepair {
         check: "rail-links".to_owned(),
         detail: "rail1 down".to_owned(),
         step,
-        outcome,
+        outcome: Outcome::Running,
         since,
         drained_at: since - 30,
         steps: vec![],
@@ -187,6 +197,22 @@ pub(crate) fn cases() -> Vec<Case> {
             with("node02", at(Reboot, Outcome::Running, NOW - 50)),
             NOW,
             vec![Action::Resolved { node: "node02".to_owned() }],
+        ),
+        (
+            "a step recorded but never taken is taken",
+            policy(),
+            vec![rail_down("node02")],
+            with("node02", recorded(Reboot, NOW - 5)),
+            NOW,
+            vec![next("node02", Reboot)],
+        ),
+        (
+            "a step taken, then the next recorded and not taken",
+            policy(),
+            vec![rail_down("node02")],
+            with("node02", InRepair { step: PowerCycle, ..at(Reboot, Outcome::Running, NOW - 700) }),
+            NOW,
+            vec![next("node02", PowerCycle)],
         ),
         // Budgets.
         (
