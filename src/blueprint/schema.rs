@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 
 mod monitoring;
 mod os;
-pub use monitoring::{EmailReceiver, HealthChecks, Monitoring, OnFailure, Receiver, WebhookReceiver};
+pub use monitoring::{
+    EmailReceiver, HealthChecks, Monitoring, OnFailure, Receiver, Repair, RepairStep, WebhookReceiver,
+};
 pub use os::{BootMode, Distribution, Os, OsBoot, OsDisk};
 
 /// A GPU cluster as designed: what it is, never where it is (that is the inventory).

@@ -17,6 +17,7 @@ use crate::cli::live::{self, SshArgs};
 use crate::cli::{BlueprintArgs, OutputFormat, Status, emit, load_checked};
 use crate::deploy::scheduler::{Scheduler as _, Slurm};
 use crate::health::prometheus::{self as prometheus_view, Query, Responses, View};
+use crate::health::repair::state::State as RepairState;
 use crate::health::status::{self as health_status, CheckStatus};
 use crate::model;
 use crate::plan::state::provisioning::{NodeProvisioning, ProvisionStep};
@@ -65,6 +66,26 @@ struct Report {
     /// Nodes whose health could not be read, and why.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     health_unread: BTreeMap<String, String>,
+    /// The repair service's state on the controller (with `monitoring.repair`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    repair: Option<RepairState>,
+    /// Why it could not be read, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    repair_error: Option<String>,
+}
+
+/// The state file must be read as root: it is under `/var/lib/toolkit`, mode 0755 but
+/// the service may tighten it. A controller where the service has not run yet has none.
+const REPAIR_STATE: &str = "cat /var/lib/toolkit/repair/state.json 2>/dev/null || echo '{}'";
+
+/// The controller's repair state: nodes in repair with their step, nodes in RMA.
+async fn repair_state(pool: &impl crate::transport::Connector, controller: &str) -> Result<RepairState, String> {
+    use crate::transport::Executor as _;
+    let session = pool.connect(controller).await.map_err(|error| error.to_string())?;
+    let argv = ["sh".to_owned(), "-c".to_owned(), REPAIR_STATE.to_owned()];
+    let output = session.exec(&argv).await.map_err(|error| error.to_string())?;
+    serde_json::from_slice(&output.stdout)
+        .map_err(|error| format!("{}: {error}", crate::health::repair::resources::STATE))
 }
 
 /// The metrics files of the node health program, both cadences, and of the
@@ -157,6 +178,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
     let monitoring = model::monitoring::monitoring(&model, Some(&inventory.inventory));
     let monitoring_host = monitoring.as_ref().map(|monitoring| monitoring.host.clone());
     let health_on = inputs.blueprint.blueprint.monitoring.is_some();
+    let repair_on = inputs.blueprint.blueprint.monitoring.as_ref().is_some_and(|m| m.repair.is_some());
     let mut compute: Vec<String> = model
         .nodes
         .iter()
@@ -171,7 +193,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         }
         compute.extend(monitoring.frr_switches.into_iter().map(|switch| switch.name));
     }
-    let (held, scheduler_error, seen, health, health_unread) = live::runtime()?.block_on(async {
+    let (held, scheduler_error, seen, health, health_unread, repair) = live::runtime()?.block_on(async {
+        let repair = if repair_on { Some(repair_state(&pool, &controller).await) } else { None };
         let result = match pool.connect(&controller).await {
             Ok(session) => Slurm::new(session.as_ref()).nodes().await.map_err(|error| error.to_string()),
             Err(error) => Err(error.to_string()),
@@ -197,11 +220,16 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
                         node.reason.filter(|reason| reason.starts_with(REASON_PREFIX)).map(|r| (name, r))
                     })
                     .collect();
-                (held, None, seen, health, health_unread)
+                (held, None, seen, health, health_unread, repair)
             }
-            Err(error) => (BTreeMap::new(), Some(error), seen, health, health_unread),
+            Err(error) => (BTreeMap::new(), Some(error), seen, health, health_unread, repair),
         }
     });
+    let (repair, repair_error) = match repair {
+        Some(Ok(state)) => (Some(state), None),
+        Some(Err(error)) => (None, Some(error)),
+        None => (None, None),
+    };
     let (prometheus, prometheus_error) = match seen {
         Some(Ok(view)) => (Some(view), None),
         Some(Err(error)) => (None, Some(error)),
@@ -220,6 +248,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<Status> {
         prometheus_error,
         health,
         health_unread,
+        repair,
+        repair_error,
     };
     match output {
         OutputFormat::Json => emit(&format!("{}\n", serde_json::to_string_pretty(&report)?)),
@@ -277,7 +307,32 @@ fn text(report: &Report) -> String {
     if let Some(health) = &report.health {
         health_text(health, &report.health_unread, &mut out);
     }
+    if let Some(state) = &report.repair {
+        repair_text(state, &mut out);
+    }
+    if let Some(error) = &report.repair_error {
+        let _ = writeln!(out, "Cannot read the repair service's state: {error}");
+    }
     out
+}
+
+/// Nodes in repair (their step, for how long) and in RMA, and the last repairs' times.
+fn repair_text(state: &RepairState, out: &mut String) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_secs());
+    let resumed: Vec<u64> = state.history.iter().filter_map(|done| done.mttr_seconds).collect();
+    let mean = if resumed.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", mean drain → resume {} s over the last {}",
+            resumed.iter().sum::<u64>() / resumed.len() as u64,
+            resumed.len()
+        )
+    };
+    let _ = writeln!(out, "Repair: {} in repair, {} in RMA{mean}.", state.nodes.len(), state.rma.len());
+    for (node, what) in state.lines(now) {
+        let _ = writeln!(out, "  {node:<12} {what}");
+    }
 }
 
 /// Each bare-metal node's provisioning step: what it reached, since when, the last

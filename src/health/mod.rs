@@ -23,6 +23,7 @@
 pub mod availability;
 mod planner;
 pub mod prometheus;
+pub mod repair;
 pub mod resources;
 pub mod script;
 pub mod status;
@@ -255,9 +256,39 @@ pub fn programs(
     let (planner, mut problems) = Planner::new(&catalog, model, settings, &fake_gpus).map_err(plan_failed)?;
     let programs = planner.programs(renderer, PROGRAM_RUN, &mut problems);
     problems.into_result().map_err(plan_failed)?;
-    programs.map_err(|error| {
+    let mut programs = programs.map_err(|error| {
         Diagnostics(vec![Diagnostic::error("render-failed", error.to_string()).help("a health template failed")])
-    })
+    })?;
+    programs.resources.extend(repair_service(&catalog, model, inventory, settings)?);
+    Ok(programs)
+}
+
+/// The repair service on the Slurm controller, with `monitoring.repair` (none on
+/// Kubernetes, where no Slurm reboots or drains).
+fn repair_service(
+    catalog: &Catalog,
+    model: &Model,
+    inventory: Option<&crate::inventory::Inventory>,
+    settings: &Settings,
+) -> Result<Vec<crate::resource::Resource>, crate::diagnostic::Diagnostics> {
+    use crate::diagnostic::{Diagnostic, Diagnostics};
+    let policy = repair::policy(catalog, model, inventory).map_err(|problem| {
+        Diagnostics(vec![Diagnostic::error("repair-settings", problem).help("`toolkit lint` locates the value")])
+    })?;
+    let Some(policy) = policy.filter(|_| settings.control == NodeControl::Slurm) else { return Ok(Vec::new()) };
+    let Some((controller, address)) = repair_host(model, inventory) else { return Ok(Vec::new()) };
+    Ok(repair::resources::resources(&policy, &controller, &address))
+}
+
+/// The Slurm controller and the address Alertmanager reaches its webhook at (the
+/// inventory's, else the planned management address).
+#[must_use]
+pub fn repair_host(model: &Model, inventory: Option<&crate::inventory::Inventory>) -> Option<(String, String)> {
+    let controller = model.first_with(crate::blueprint::schema::Role::Controller)?;
+    let address = inventory
+        .and_then(|inventory| inventory.hosts.get(&controller.name))
+        .map_or_else(|| controller.mgmt_address.to_string(), |host| host.address.clone());
+    Some((controller.name.clone(), address))
 }
 
 /// Compute nodes whose health programs one thread makes at a time.

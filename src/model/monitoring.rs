@@ -29,6 +29,15 @@ pub const FRR_EXPORTER_PORT: u16 = 9342;
 pub const DCGM_EXPORTER_PORT: u16 = 9400;
 /// Port of prometheus-ipmi-exporter (on the monitoring host, bound to localhost).
 pub const IPMI_EXPORTER_PORT: u16 = 9290;
+/// Port of the repair service's webhook on the Slurm controller (`monitoring.repair`).
+pub const REPAIR_WEBHOOK_PORT: u16 = 9097;
+
+/// The repair service's webhook URL on the controller at `address`.
+#[must_use]
+pub fn repair_webhook_url(address: &str) -> String {
+    let host = if address.contains(':') { format!("[{address}]") } else { address.to_owned() };
+    format!("http://{host}:{REPAIR_WEBHOOK_PORT}/alert")
+}
 
 /// Everything the monitoring renderer lays out.
 #[derive(Debug, Clone, Serialize)]

@@ -70,8 +70,8 @@ pub struct Secrets {
     pub db_password: Option<String>,
     /// The inventory's `secrets.named` that could be read here (alert receivers').
     pub named: std::collections::BTreeMap<String, String>,
-    /// User and password of each BMC scraped over IPMI, by node, when both could be
-    /// read here (the IPMI exporter's configuration holds them).
+    /// User and password of each BMC, by node, when both could be read here (the IPMI
+    /// exporter's configuration and the repair service's credentials hold them).
     pub bmcs: std::collections::BTreeMap<String, (String, String)>,
     /// The kubeadm cluster's CA and bootstrap token.
     pub kubeadm: crate::render::kubeadm::KubeadmSecrets,
@@ -98,7 +98,6 @@ impl Secrets {
                 .map(|i| &i.bmcs)
                 .into_iter()
                 .flatten()
-                .filter(|(_, bmc)| bmc.ipmi.is_some())
                 .filter_map(|(node, bmc)| {
                     let user = resolve(&bmc.username, base).ok()?;
                     let password = resolve(&bmc.password, base).ok()?;

@@ -19,6 +19,7 @@ use serde::Deserialize;
 
 use super::derived;
 use super::expr;
+use crate::blueprint::schema::RepairStep;
 use crate::diagnostic::{Diagnostic, Diagnostics, did_you_mean};
 use crate::results::Comparison;
 use crate::source::SourceFile;
@@ -173,6 +174,11 @@ pub struct HealthSpec {
     /// the node that saw it unless the blueprint says so.
     #[serde(default)]
     pub on_failure: Option<HealthAction>,
+    /// What the repair service tries, in order, on a node this check drained
+    /// (`monitoring.repair`), e.g. `[relink, reboot, power-cycle, diagnose, rma]`;
+    /// empty: the check's drains are left to people.
+    #[serde(default)]
+    pub repair: Vec<RepairStep>,
 }
 
 /// What a failing health check does.
@@ -749,6 +755,21 @@ impl ValidatorSpec {
                 .help("Slurm kills the fast health check after 60 s: keep fast probes to a few seconds"),
             );
         }
+        if let Some(problem) = (!health.repair.is_empty()).then(|| RepairStep::ladder_problem(&health.repair)).flatten()
+        {
+            out.push(
+                Diagnostic::error("validator-repair", problem).at(source, "health.repair").help(
+                    "list each step once and end with `rma`, e.g. `repair: [reboot, power-cycle, diagnose, rma]`",
+                ),
+            );
+        }
+        if !health.repair.is_empty() && health.on_failure == Some(HealthAction::Alert) {
+            out.push(
+                Diagnostic::error("validator-repair", "a check that only alerts drains no node: nothing to repair")
+                    .at(source, "health.repair")
+                    .help("remove `repair`, or let the check drain"),
+            );
+        }
     }
 
     fn check_steps(&self, source: &SourceFile, out: &mut Diagnostics) {
@@ -1124,6 +1145,27 @@ thresholds:
         let timeline = "timelines:\n  - { name: checks, times: '[1, 2]', rows: nodes, items: output.series,\n      row: item.labels.(, label: item.labels.check, points: item.points }\n";
         let rendered = load(&format!("{MINIMAL}{timeline}")).expect_err("refused").render();
         assert!(rendered.contains("`row` does not compile") && rendered.contains("t.yaml:14:12"), "{rendered}");
+    }
+
+    #[test]
+    fn a_repair_ladder_is_checked_where_it_is_written() {
+        let health =
+            |ladder: &str| format!("{MINIMAL}health:\n  cadence: fast\n  probe: echo loss 0\n  repair: {ladder}\n");
+        let spec = load(&health("[relink, reboot, power-cycle, diagnose, rma]")).expect("loads");
+        let ladder = spec.health.expect("health").repair;
+        assert_eq!(ladder.first(), Some(&RepairStep::Relink));
+        assert_eq!(ladder.last(), Some(&RepairStep::Rma));
+        let rendered = load(&health("[reboot, diagnose]")).expect_err("refused").render();
+        assert!(rendered.contains("must end with `rma`") && rendered.contains("t.yaml:15:11"), "{rendered}");
+        let rendered = load(&health("[reboot, reboot, rma]")).expect_err("refused").render();
+        assert!(rendered.contains("`reboot` appears twice"), "{rendered}");
+        let rendered = load(&health("[reboot, rma, diagnose]")).expect_err("refused").render();
+        assert!(rendered.contains("must end with `rma`"), "{rendered}");
+        let rendered = load(&health("[reboot, replace, rma]")).expect_err("refused").render();
+        assert!(rendered.contains("replace") && rendered.contains("t.yaml:15:"), "{rendered}");
+        let alert = health("[reboot, rma]").replace("  repair:", "  on_failure: alert\n  repair:");
+        let rendered = load(&alert).expect_err("refused").render();
+        assert!(rendered.contains("only alerts drains no node"), "{rendered}");
     }
 
     #[test]

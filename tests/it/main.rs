@@ -19,6 +19,7 @@ mod lab_monitoring;
 mod lab_package_cache;
 mod lab_reboot;
 mod lab_removal;
+mod lab_repair;
 mod lab_rollout;
 mod lint;
 mod log;

@@ -437,3 +437,76 @@ async fn the_rma_history_is_read_from_a_real_prometheus() {
     let other = toolkit::deploy::rma::from_prometheus(&url, "node04", started, jiff::Timestamp::now()).await;
     assert!(matches!(other, Evidence::Read(ref history) if history.checks.is_empty()), "{other:?}");
 }
+
+/// `monitoring.repair` as the lab test sets it.
+const REPAIR_EDITS: &[(&str, &str)] = &[(
+    "  scrape_interval: 15s\n",
+    "  scrape_interval: 15s\n  repair:\n    max_in_repair: 1\n    interval: 5s\n    settle: 2m\n    \
+     diagnose: ping -c 1 -W 2 {node}\n    checks: { rail-links: [reboot, diagnose, rma] }\n",
+)];
+
+/// With `monitoring.repair`: the service on the controller (program, policy, timer,
+/// webhook), Alertmanager routing the health alert to its webhook (amtool accepts it),
+/// and the BMC credentials as a secret file; without it,
+/// none of these.
+#[test]
+fn the_repair_service_runs_on_the_controller_fed_by_alertmanager() {
+    let renderer = Renderer::embedded().expect("templates");
+    let inventory = lab_inventory_with_bmcs();
+    let model = lab_model(REPAIR_EDITS);
+    let mut out = Vec::new();
+    toolkit::health::programs(&model, Some(&inventory), &renderer).expect("health programs").attach(&mut out);
+    let policy: serde_json::Value =
+        serde_json::from_str(file_text(&out, "head:file:/etc/toolkit/repair/policy.json")).expect("json");
+    insta::assert_snapshot!("lab_repair_policy", serde_json::to_string_pretty(&policy).expect("json"));
+    assert_eq!(policy["ladders"]["rail-links"], serde_json::json!(["reboot", "diagnose", "rma"]), "overridden");
+    assert_eq!(policy["ladders"]["gpu-inventory"], serde_json::json!(["reboot", "power-cycle", "diagnose", "rma"]));
+    assert!(policy.get("ladders").and_then(|l| l.get("mounts")).is_none(), "mounts has no ladder");
+    let units: Vec<String> = out
+        .iter()
+        .filter(|resource| resource.target() == "head" && resource.id.as_str().contains("repair"))
+        .map(|resource| resource.id.as_str().to_owned())
+        .collect();
+    insta::assert_snapshot!("lab_repair_resources", units.join("\n"));
+    insta::assert_snapshot!(
+        "lab_repair_webhook_unit",
+        file_text(&out, "head:file:/etc/systemd/system/toolkit-repair-webhook.service")
+    );
+
+    let monitoring = model::monitoring::monitoring(&model, Some(&inventory)).expect("on");
+    let alertmanager = config::alertmanager(&monitoring, &BTreeMap::new());
+    insta::assert_snapshot!("lab_repair_alertmanager", alertmanager);
+    if tool("amtool") {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("alertmanager.yml"), &alertmanager).expect("write");
+        let (ok, output) = run(dir.path(), &["amtool", "check-config", "alertmanager.yml"]);
+        assert!(ok && output.contains("2 receivers"), "{output}");
+    }
+
+    let secrets = render::slurm::Secrets {
+        bmcs: ["node01", "node02", "node03"]
+            .into_iter()
+            .map(|node| (node.to_owned(), ("admin".to_owned(), format!("pw-{node}"))))
+            .collect(),
+        ..render::slurm::Secrets::default()
+    };
+    let hosts = render::render(&model, Some(&inventory), &secrets, &renderer).expect("renders");
+    let credentials = hosts
+        .iter()
+        .find(|resource| resource.id.as_str() == "head:file:/etc/toolkit/repair/bmc.json")
+        .expect("the BMC credentials on the controller");
+    let Desired::File { content, mode, secret, .. } = &*credentials.desired else { panic!("a file") };
+    assert!(*secret && *mode == 0o600, "a 0600 secret file");
+    let known: serde_json::Value = serde_json::from_str(content.text()).expect("json");
+    assert_eq!(known["node02"]["password"], "pw-node02");
+
+    // Without `monitoring.repair`: nothing of it.
+    let plain = lab_model(&[]);
+    let hosts = render::render(&plain, Some(&inventory), &secrets, &renderer).expect("renders");
+    assert!(!hosts.iter().any(|resource| resource.id.as_str().contains("repair")));
+    let monitoring = model::monitoring::monitoring(&plain, Some(&inventory)).expect("on");
+    assert!(!config::alertmanager(&monitoring, &BTreeMap::new()).contains("toolkit-repair"));
+    let mut out = Vec::new();
+    toolkit::health::programs(&plain, Some(&inventory), &renderer).expect("health programs").attach(&mut out);
+    assert!(!out.iter().any(|resource| resource.id.as_str().contains("repair")));
+}

@@ -47,6 +47,84 @@ pub struct Monitoring {
     /// recorded and reported but never alerted on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub availability_target: Option<f64>,
+    /// Self-repair of nodes the health checks drained: a service on the controller walks
+    /// each failing check's repair ladder. Without this section nothing is repaired.
+    #[serde(default)]
+    pub repair: Option<Repair>,
+}
+
+/// The repair service: budgets, pacing and per-check ladders.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Repair {
+    /// Nodes in repair at once (a node waiting for its turn stays drained).
+    #[serde(default = "default_max_in_repair")]
+    pub max_in_repair: u32,
+    /// Repairs one node may start in 24 h; the next failure sends it to RMA instead
+    /// (a flapping node is not cycled for ever).
+    #[serde(default = "default_max_repairs_per_day")]
+    pub max_repairs_per_day: u32,
+    /// How often the service looks at the drained nodes (Alertmanager's webhook also
+    /// wakes it when a health check alert fires).
+    #[serde(default = "default_repair_interval")]
+    pub interval: String,
+    /// How long a step waits for the node's own checks to pass and resume it before
+    /// the next step is taken (a reboot of a GPU server takes minutes of firmware).
+    #[serde(default = "default_repair_settle")]
+    pub settle: String,
+    /// The `diagnose` step's command, run on the controller with `{node}` replaced by the
+    /// node's name; exit 0 passes. Default: DCGM level 3 against the node's host engine
+    /// (`dcgmi diag --host {node} -r 3`).
+    #[serde(default)]
+    pub diagnose: Option<String>,
+    /// Per check id, a ladder instead of the one its validator declares.
+    #[serde(default)]
+    pub checks: BTreeMap<String, Vec<RepairStep>>,
+}
+
+/// One rung of a repair ladder. Every step acts only on a node drained and empty with
+/// toolkit's health reason; an operator's drain is never touched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RepairStep {
+    /// Take the node's rail links down and up again (the controller's root SSH to the node).
+    Relink,
+    /// Reboot once empty: `systemctl reboot` over the controller's root SSH, as the rollout reboots.
+    Reboot,
+    /// Power-cycle through the node's BMC (Redfish `ComputerSystem.Reset`).
+    PowerCycle,
+    /// Deep diagnostics (`monitoring.repair.diagnose`): a failure sends the node to RMA.
+    Diagnose,
+    /// Leave the node drained as `toolkit:rma <check>: <detail>` for a hardware ticket.
+    Rma,
+}
+
+impl RepairStep {
+    /// The name in YAML, the state file and the drain reasons.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Relink => "relink",
+            Self::Reboot => "reboot",
+            Self::PowerCycle => "power-cycle",
+            Self::Diagnose => "diagnose",
+            Self::Rma => "rma",
+        }
+    }
+
+    /// What is wrong with `ladder`, if anything: each step at most once, and `rma`
+    /// last, so what happens to a node that no step repaired is written down.
+    #[must_use]
+    pub fn ladder_problem(ladder: &[Self]) -> Option<String> {
+        if ladder.last() != Some(&Self::Rma) {
+            return Some("a repair ladder must end with `rma`".to_owned());
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        ladder
+            .iter()
+            .find(|step| !seen.insert(**step))
+            .map(|step| format!("`{}` appears twice in the repair ladder", step.as_str()))
+    }
 }
 
 /// An Alertmanager receiver: exactly one of `webhook` or `email`.
@@ -160,6 +238,22 @@ fn default_fast_interval() -> String {
 
 fn default_slow_interval() -> String {
     "1h".to_owned()
+}
+
+const fn default_max_in_repair() -> u32 {
+    1
+}
+
+const fn default_max_repairs_per_day() -> u32 {
+    3
+}
+
+fn default_repair_interval() -> String {
+    "30s".to_owned()
+}
+
+fn default_repair_settle() -> String {
+    "15m".to_owned()
 }
 
 fn default_cluster_interval() -> String {

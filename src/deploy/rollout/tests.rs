@@ -465,6 +465,29 @@ async fn nodes_drained_by_someone_else_are_changed_but_left_drained_and_count_ag
     assert!(slurm.events().is_empty());
 }
 
+/// A rollout never fights the repair service: a node it holds (drained by the health
+/// checks, or left for RMA) is changed but not resumed, and counts against the budget.
+#[tokio::test]
+async fn nodes_in_repair_or_rma_are_not_resumed_and_count_against_the_budget() {
+    let in_repair = "toolkit:health rail-links: rail1 down";
+    let rma = crate::health::repair::rma_reason("gpu-inventory", "7 GPUs (planned 8)");
+    let cluster = cluster(&NODES, "mtu 8000", Disruption::Drain, "2");
+    let slurm = FakeSlurm::with(&NODES);
+    slurm.drain_by_admin("node02", in_repair);
+    slurm.drain_by_admin("node03", &rma);
+    let connector = FakeConnector::new(Script::new(fresh_debian));
+    let hooks = Hooks::default();
+    let (report, _) = roll(&cluster, cluster.state.clone(), &connector, &slurm, &hooks, &options()).await;
+    assert!(report.is_success(), "{report:#?}");
+    // Both are out already: they go first, at no cost; the other two follow in one wave.
+    assert_eq!(report.waves, vec![vec!["node02", "node03"], vec!["node01", "node04"]]);
+    assert_eq!(slurm.status("node02").reason.as_deref(), Some(in_repair));
+    assert_eq!(slurm.status("node03").reason.as_deref(), Some(rma.as_str()));
+    assert!(slurm.status("node02").drain && slurm.status("node03").drain);
+    let events = slurm.events();
+    assert!(!events.iter().any(|event| event.contains("node02") || event.contains("node03")), "{events:?}");
+}
+
 /// Three of the four nodes change, budget 1.
 fn cluster_three() -> Cluster {
     let mut three = cluster(&NODES[..3], "mtu 8000", Disruption::Drain, "1");

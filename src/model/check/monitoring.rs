@@ -1,6 +1,7 @@
 //! Checks of the `monitoring` section: durations in Prometheus form, a monitoring
 //! host that is a node of the cluster, unique receivers with exactly one kind each,
-//! addresses that Alertmanager accepts, health-check names; and, with an inventory,
+//! addresses that Alertmanager accepts, health-check names, the repair service's
+//! budgets, durations and ladders; and, with an inventory,
 //! that every secret a receiver names is declared in its `secrets.named`.
 
 use std::collections::HashMap;
@@ -23,6 +24,66 @@ pub(super) fn check(loaded: &LoadedBlueprint, facts: &Facts, out: &mut Diagnosti
     receivers(loaded, monitoring, out);
     health_check_names(loaded, monitoring, out);
     availability_target(loaded, monitoring, out);
+    repair(loaded, monitoring, out);
+}
+
+fn repair(loaded: &LoadedBlueprint, monitoring: &Monitoring, out: &mut Diagnostics) {
+    let Some(repair) = &monitoring.repair else { return };
+    let source = &loaded.source;
+    if loaded.blueprint.scheduler.kind != crate::blueprint::schema::SchedulerKind::Slurm {
+        out.push(
+            Diagnostic::error("repair-needs-slurm", "the repair service drains, reboots and resumes through Slurm")
+                .at(source, "monitoring.repair")
+                .help("remove `monitoring.repair` on a Kubernetes cluster"),
+        );
+    }
+    for (key, value) in [("max_in_repair", repair.max_in_repair), ("max_repairs_per_day", repair.max_repairs_per_day)] {
+        if value == 0 {
+            out.push(
+                Diagnostic::error("invalid-repair-budget", format!("`{key}: 0` would never repair a node"))
+                    .at(source, format!("monitoring.repair.{key}"))
+                    .help("give at least 1, or remove `monitoring.repair`"),
+            );
+        }
+    }
+    for (key, text) in [("interval", &repair.interval), ("settle", &repair.settle)] {
+        let problem = match duration::parse(text) {
+            Err(why) => Some(why),
+            Ok(length) if length.is_zero() => Some(format!("`{text}` is zero: it must be positive")),
+            Ok(_) => None,
+        };
+        if let Some(problem) = problem {
+            out.push(
+                Diagnostic::error("invalid-duration", problem)
+                    .at(source, format!("monitoring.repair.{key}"))
+                    .help("write it the way Prometheus does, e.g. `30s`, `15m`"),
+            );
+        }
+    }
+    if repair.diagnose.as_deref().is_some_and(|command| command.trim().is_empty() || command.contains('\n')) {
+        out.push(
+            Diagnostic::error("invalid-repair-diagnose", "`diagnose` must be one command line")
+                .at(source, "monitoring.repair.diagnose")
+                .help("e.g. `dcgmi diag --host {node} -r 3`; `{node}` is replaced by the node's name"),
+        );
+    }
+    for (check, ladder) in &repair.checks {
+        let key = join_key("monitoring.repair.checks", check);
+        if !is_simple_name(check, MAX_NAME) {
+            out.push(
+                Diagnostic::error("invalid-health-check-name", format!("`{check}` is not a health check name"))
+                    .at(source, &key)
+                    .help("health checks are named with lowercase letters, digits and `-`, e.g. `rail-links`"),
+            );
+        }
+        if let Some(problem) = crate::blueprint::schema::RepairStep::ladder_problem(ladder) {
+            out.push(
+                Diagnostic::error("invalid-repair-ladder", problem)
+                    .at(source, &key)
+                    .help("list each step once and end with `rma`, e.g. `[reboot, power-cycle, diagnose, rma]`"),
+            );
+        }
+    }
 }
 
 /// A share of hours: above 0 (a target of 0 never fires) and at most 1.

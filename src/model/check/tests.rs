@@ -1752,6 +1752,46 @@ fn with_monitoring() -> String {
     )
 }
 
+/// [`with_monitoring`] with the repair service on.
+fn with_repair() -> String {
+    format!(
+        "{}  repair:\n    max_in_repair: 2\n    max_repairs_per_day: 3\n    interval: 30s\n    settle: 15m\n    \
+         checks: {{ rail-links: [reboot, diagnose, rma] }}\n",
+        with_monitoring()
+    )
+}
+
+#[test]
+fn a_declared_repair_section_is_clean() {
+    let diagnostics = lint_pair(&with_repair(), Some(&inventory_with_named_secrets()));
+    assert!(diagnostics.is_empty(), "{}", diagnostics.render());
+}
+
+finds!(
+    a_repair_ladder_ends_with_rma,
+    &with_repair(),
+    [("rail-links: [reboot, diagnose, rma]", "rail-links: [reboot, diagnose]")],
+    "invalid-repair-ladder",
+    "rail-links: [reboot, diagnose]",
+    Error
+);
+finds!(
+    a_repair_budget_is_positive,
+    &with_repair(),
+    [("max_in_repair: 2", "max_in_repair: 0")],
+    "invalid-repair-budget",
+    "max_in_repair: 0",
+    Error
+);
+finds!(
+    a_repair_settle_time_is_a_duration,
+    &with_repair(),
+    [("settle: 15m", "settle: soon")],
+    "invalid-duration",
+    "settle: soon",
+    Error
+);
+
 /// [`INVENTORY`] declaring the receivers' secrets.
 fn inventory_with_named_secrets() -> String {
     format!(

@@ -200,9 +200,16 @@ struct Route {
 struct ChildRoute {
     receiver: String,
     matchers: [&'static str; 1],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group_wait: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group_interval: Option<&'static str>,
     #[serde(rename = "continue")]
     keep_going: bool,
 }
+
+/// The receiver of the repair service's webhook on the Slurm controller.
+const REPAIR: &str = "toolkit-repair";
 
 #[derive(Serialize)]
 struct AmReceiver {
@@ -249,16 +256,41 @@ pub fn alertmanager(model: &MonitoringModel, secrets: &BTreeMap<String, String>)
         }
         receivers.push(entry);
     }
-    let routes = model
+    let mut routes: Vec<ChildRoute> = model
         .settings
         .receivers
         .iter()
         .map(|receiver| ChildRoute {
             receiver: receiver.name.clone(),
             matchers: ["severity=~\".+\""],
+            group_wait: None,
+            group_interval: None,
             keep_going: true,
         })
         .collect();
+    // The repair service is woken by toolkit's failing health checks (and their
+    // resolution), at once rather than after the default 30 s wait; its timer is the
+    // fallback, so a lost post only delays a step.
+    if let Some(url) = repair_webhook(model) {
+        receivers.push(AmReceiver {
+            name: REPAIR.to_owned(),
+            webhook_configs: vec![BTreeMap::from([
+                ("url", serde_json::Value::String(url)),
+                ("send_resolved", serde_json::Value::Bool(true)),
+            ])],
+            email_configs: vec![],
+        });
+        routes.insert(
+            0,
+            ChildRoute {
+                receiver: REPAIR.to_owned(),
+                matchers: ["alertname=\"HealthCheckFailing\""],
+                group_wait: Some("1s"),
+                group_interval: Some("10s"),
+                keep_going: true,
+            },
+        );
+    }
     let config = Alertmanager {
         route: Route {
             receiver: NOWHERE.to_owned(),
@@ -271,6 +303,14 @@ pub fn alertmanager(model: &MonitoringModel, secrets: &BTreeMap<String, String>)
         receivers,
     };
     with_header(&serde_norway::to_string(&config).unwrap_or_default())
+}
+
+/// The repair service's webhook URL, with `monitoring.repair` on a Slurm cluster.
+fn repair_webhook(model: &MonitoringModel) -> Option<String> {
+    model.settings.repair.as_ref()?;
+    let controller = model.slurm_controller.as_ref()?;
+    let target = model.nodes.iter().find(|node| &node.name == controller)?;
+    Some(crate::model::monitoring::repair_webhook_url(&target.address))
 }
 
 fn with_header(body: &str) -> String {

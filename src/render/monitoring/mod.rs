@@ -73,8 +73,44 @@ pub fn render(
     cabling_check::render(model, inventory, &monitoring, renderer, out);
     if let Some(controller) = &monitoring.slurm_controller {
         slurm_view(&monitoring, &Target::node(controller), out);
+        if monitoring.settings.repair.is_some() {
+            repair_credentials(model, inventory, &secrets.bmcs, &Target::node(controller), out);
+        }
     }
     Ok(())
+}
+
+/// Where the repair service reads the BMC credentials its `power-cycle` step uses.
+pub const REPAIR_BMC_CREDENTIALS: &str = "/etc/toolkit/repair/bmc.json";
+
+/// The BMC credentials of every node the inventory gives a BMC, for the repair service
+/// on the controller: a 0600 root file, never shown in a plan; none without BMCs.
+fn repair_credentials(
+    model: &Model,
+    inventory: Option<&Inventory>,
+    credentials: &BTreeMap<String, (String, String)>,
+    target: &Target,
+    out: &mut Vec<Resource>,
+) {
+    let Some(inventory) = inventory else { return };
+    let nodes: Vec<&str> =
+        model.nodes.iter().map(|node| node.name.as_str()).filter(|name| inventory.bmcs.contains_key(*name)).collect();
+    if nodes.is_empty() {
+        return;
+    }
+    let known: Option<BTreeMap<&str, serde_json::Value>> = nodes
+        .iter()
+        .map(|node| {
+            let (username, password) = credentials.get(*node)?;
+            Some((*node, serde_json::json!({ "username": username, "password": password })))
+        })
+        .collect();
+    let content = known.map_or_else(Content::unresolved_secret, |known| {
+        Content::new(serde_json::to_string(&known).unwrap_or_default() + "\n")
+    });
+    // The service makes /etc/toolkit/repair (the health stage renders it): written after it.
+    let directory = ResourceId::new(&target.name, "dir", "/etc/toolkit/repair");
+    out.push(secret(file(target, REPAIR_BMC_CREDENTIALS, content, 0o600).after([directory])));
 }
 
 /// A file `check` accepts (run on the host with `{}` as the new file) before it is
