@@ -121,7 +121,12 @@ pub(crate) fn stage(
 ) -> anyhow::Result<Status> {
     let Some(prepared) = prepare(model, loaded, state_path, args)? else { return Ok(Status::Clean) };
     let Some(network) = &loaded.inventory.provisioning else { return Ok(Status::Clean) };
-    let note = |node: &str, what: &str| eprintln!("{node}: {what}");
+    let bars = crate::cli::log::interactive()
+        .then(|| NodeBars::new(prepared.candidates.iter().map(|candidate| candidate.node.as_str()), None));
+    let note = |node: &str, what: &str| match &bars {
+        Some(bars) => bars.note(node, what),
+        None => eprintln!("{node}: {what}"),
+    };
     let run = Run {
         network,
         keys_dir: prepared.keys_dir,
@@ -131,7 +136,11 @@ pub(crate) fn stage(
         note: &note,
         service_host: prepared.service_host,
     };
-    let report = live::runtime()?.block_on(flow::run(&run, &prepared.candidates, &options(args)))?;
+    let report = live::runtime()?.block_on(flow::run(&run, &prepared.candidates, &options(args)));
+    if let Some(bars) = &bars {
+        bars.finish();
+    }
+    let report = report?;
     if output == OutputFormat::Json {
         emit(&format!("{}\n", serde_json::to_string_pretty(&report)?));
     }
@@ -165,6 +174,47 @@ pub(crate) fn stage(
         eprintln!("error: the SSH stage does not run until every node above is ready");
     }
     Ok(if ready { Status::Clean } else { Status::Error })
+}
+
+/// On a terminal, a line per node (and one for the image) that shows its current step
+/// and how long the node has been at it, with every step also printed above the
+/// lines, as without a terminal.
+struct NodeBars {
+    multi: indicatif::MultiProgress,
+    bars: std::collections::BTreeMap<String, indicatif::ProgressBar>,
+}
+
+impl NodeBars {
+    /// `target`: where to draw (stderr when `None`).
+    fn new<'a>(nodes: impl Iterator<Item = &'a str>, target: Option<indicatif::ProgressDrawTarget>) -> Self {
+        let multi = target.map_or_else(indicatif::MultiProgress::new, indicatif::MultiProgress::with_draw_target);
+        let style = indicatif::ProgressStyle::with_template("{spinner} {prefix:10} [{elapsed:>4}] {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner());
+        let bars = std::iter::once("image")
+            .chain(nodes)
+            .map(|name| {
+                let bar = multi.add(indicatif::ProgressBar::new_spinner().with_style(style.clone()));
+                bar.set_prefix(name.to_owned());
+                bar.set_message("waiting");
+                bar.enable_steady_tick(std::time::Duration::from_millis(250));
+                (name.to_owned(), bar)
+            })
+            .collect();
+        Self { multi, bars }
+    }
+
+    fn note(&self, node: &str, what: &str) {
+        if let Some(bar) = self.bars.get(node) {
+            bar.set_message(what.to_owned());
+        }
+        let _ = self.multi.println(format!("{node}: {what}"));
+    }
+
+    fn finish(&self) {
+        for bar in self.bars.values() {
+            bar.finish_and_clear();
+        }
+    }
 }
 
 /// The bare-metal lines of `toolkit plan`, and whether any node would be installed:
@@ -207,4 +257,31 @@ pub(crate) fn plan_lines(
     let medium = loaded.inventory.provisioning.as_ref().map(|network| network.boot).unwrap_or_default();
     let lines = crate::deploy::provision::plan::lines(&prepared.candidates, &pending, medium);
     Ok(Some((lines, crate::deploy::provision::plan::has_changes(&pending))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NodeBars;
+
+    #[test]
+    fn each_node_line_shows_its_latest_step() {
+        let bars = NodeBars::new(["vm01", "vm02"].into_iter(), Some(indicatif::ProgressDrawTarget::hidden()));
+        bars.note("vm01", "powered on for network boot");
+        bars.note("vm02", "inspecting through its BMC");
+        bars.note("vm01", "writing the image at 31 s");
+        bars.note("image", "ready in 0.0 s");
+        bars.note("elsewhere", "a name without a line is only printed");
+        let shown: Vec<(String, String)> = bars.bars.iter().map(|(name, bar)| (name.clone(), bar.message())).collect();
+        assert_eq!(
+            shown,
+            [
+                ("image", "ready in 0.0 s"),
+                ("vm01", "writing the image at 31 s"),
+                ("vm02", "inspecting through its BMC")
+            ]
+            .map(|(name, message)| (name.to_owned(), message.to_owned()))
+        );
+        bars.finish();
+        assert!(bars.bars.values().all(indicatif::ProgressBar::is_finished));
+    }
 }
