@@ -14,7 +14,9 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use super::lab::{lab_or_skip, text, toolkit};
-use super::lab_e2e::{Teardown, assert_success, exec_ok_in, fresh_lab, make_tenant_users};
+use super::lab_e2e::{
+    NodeEvent, Teardown, assert_success, exec_ok_in, fresh_lab, head_clock, make_tenant_users, node_events_since,
+};
 
 const CLUSTER: &str = "lab-agree";
 const BLUEPRINT_EDITS: &[(&str, &str)] = &[
@@ -102,39 +104,13 @@ impl Lab<'_> {
     }
 
     fn now(&self) -> String {
-        self.exec_ok("head", &["date", "+%Y-%m-%dT%H:%M:%S"]).trim().to_owned()
+        head_clock(self.dir, CLUSTER)
     }
 
-    /// Every node event since `since` (node, start, end, reason), in start order; waits
-    /// until `at_least` toolkit drains are closed (slurmdbd records them a moment later).
-    fn events_since(&self, since: &str, at_least: usize) -> Vec<(String, String, String, String)> {
-        let start = format!("Start={since}");
-        let deadline = Instant::now() + Duration::from_mins(1);
-        loop {
-            let listed = self.exec_ok(
-                "head",
-                &["sacctmgr", "-nP", "show", "event", "Nodes=node[01-04]", &start, "format=NodeName,Start,End,Reason"],
-            );
-            let mut events: Vec<(String, String, String, String)> = listed
-                .lines()
-                .filter_map(|line| {
-                    let mut fields = line.splitn(4, '|');
-                    Some((
-                        fields.next()?.to_owned(),
-                        fields.next()?.to_owned(),
-                        fields.next()?.to_owned(),
-                        fields.next()?.to_owned(),
-                    ))
-                })
-                .collect();
-            events.sort_by(|a, b| a.1.cmp(&b.1));
-            let closed = events.iter().filter(|e| e.3.starts_with("toolkit:rollout") && e.2 != "Unknown").count();
-            if closed >= at_least {
-                return events;
-            }
-            assert!(Instant::now() < deadline, "fewer than {at_least} closed toolkit drains since {since}:\n{listed}");
-            std::thread::sleep(Duration::from_secs(2));
-        }
+    /// Every node event since `since`, in start order, once `at_least` toolkit rollout
+    /// drains are closed.
+    fn events_since(&self, since: &str, at_least: usize) -> Vec<NodeEvent> {
+        node_events_since(self.dir, CLUSTER, since, at_least, |_| true, |event| event.3.starts_with("toolkit:rollout"))
     }
 
     /// Each node idle, registered valid, with `gpus` GPUs in slurmctld's view.

@@ -116,6 +116,56 @@ pub(crate) fn exec_ok_in(dir: &Path, cluster: &str, host: &str, command: &[&str]
     text(&output.stdout)
 }
 
+/// A node event slurmdbd recorded: (node, start, end, reason).
+pub(crate) type NodeEvent = (String, String, String, String);
+
+/// The head's clock, for `sacctmgr show event Start=`.
+pub(crate) fn head_clock(dir: &Path, cluster: &str) -> String {
+    exec_ok_in(dir, cluster, "head", &["date", "+%Y-%m-%dT%H:%M:%S"]).trim().to_owned()
+}
+
+/// node[01-04]'s events since `since` that `keep` keeps, in start order; waits until
+/// `at_least` of them are closed drains that `count` counts (slurmdbd records them a
+/// moment after slurmctld, asynchronously).
+pub(crate) fn node_events_since(
+    dir: &Path,
+    cluster: &str,
+    since: &str,
+    at_least: usize,
+    keep: impl Fn(&NodeEvent) -> bool,
+    count: impl Fn(&NodeEvent) -> bool,
+) -> Vec<NodeEvent> {
+    let start = format!("Start={since}");
+    let deadline = Instant::now() + Duration::from_mins(1);
+    loop {
+        let listed = exec_ok_in(
+            dir,
+            cluster,
+            "head",
+            &["sacctmgr", "-nP", "show", "event", "Nodes=node[01-04]", &start, "format=NodeName,Start,End,Reason"],
+        );
+        let mut events: Vec<NodeEvent> = listed
+            .lines()
+            .filter_map(|line| {
+                let mut fields = line.splitn(4, '|');
+                let event = (
+                    fields.next()?.to_owned(),
+                    fields.next()?.to_owned(),
+                    fields.next()?.to_owned(),
+                    fields.next()?.to_owned(),
+                );
+                keep(&event).then_some(event)
+            })
+            .collect();
+        events.sort_by(|a, b| a.1.cmp(&b.1));
+        if events.iter().filter(|event| event.2 != "Unknown" && count(event)).count() >= at_least {
+            return events;
+        }
+        assert!(Instant::now() < deadline, "fewer than {at_least} closed toolkit drains since {since}:\n{listed}");
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
 /// Fails with `why` and the output unless the command exited 0; says plainly when
 /// the command does not exist in this build yet.
 pub(crate) fn assert_success(run: &Output, why: &str) {

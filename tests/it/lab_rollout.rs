@@ -14,7 +14,10 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use super::lab::{lab_or_skip, text, toolkit};
-use super::lab_e2e::{Teardown, assert_success, exec_ok_in, fresh_lab, make_tenant_users, start_job};
+use super::lab_e2e::{
+    NodeEvent, Teardown, assert_success, exec_ok_in, fresh_lab, head_clock, make_tenant_users, node_events_since,
+    start_job,
+};
 
 const CLUSTER: &str = "lab-roll";
 const BLUEPRINT_EDITS: &[(&str, &str)] = &[
@@ -72,45 +75,23 @@ impl Lab<'_> {
         self.exec_ok(node, &["cat", "/sys/class/net/rail0/mtu"]).trim().parse().expect("an MTU")
     }
 
-    /// The head's clock, for `sacctmgr show event Start=`.
     fn now(&self) -> String {
-        self.exec_ok("head", &["date", "+%Y-%m-%dT%H:%M:%S"]).trim().to_owned()
+        head_clock(self.dir, CLUSTER)
     }
 
-    /// Drain events since `since`: (node, start, end, reason), in start order; waits
-    /// until there are `at_least` closed drains (slurmdbd records them a moment later).
-    fn drains_since(&self, since: &str, at_least: usize) -> Vec<(String, String, String, String)> {
-        let start = format!("Start={since}");
-        let deadline = Instant::now() + Duration::from_mins(1);
-        loop {
-            let listed = self.exec_ok(
-                "head",
-                &["sacctmgr", "-nP", "show", "event", "Nodes=node[01-04]", &start, "format=NodeName,Start,End,Reason"],
-            );
-            let mut events: Vec<(String, String, String, String)> = listed
-                .lines()
-                .filter_map(|line| {
-                    let mut fields = line.splitn(4, '|');
-                    let event = (
-                        fields.next()?.to_owned(),
-                        fields.next()?.to_owned(),
-                        fields.next()?.to_owned(),
-                        fields.next()?.to_owned(),
-                    );
-                    event.3.starts_with("toolkit:rollout").then_some(event)
-                })
-                .collect();
-            events.sort_by(|a, b| a.1.cmp(&b.1));
-            // A failure re-reasons a drain (slurmdbd opens an event per reason): it is
-            // not one more drain to wait for, or the wait ends before the last node's
-            // event reaches slurmdbd (slurmctld sends events asynchronously).
-            let closed = events.iter().filter(|event| event.2 != "Unknown" && !event.3.contains(" failed: ")).count();
-            if closed >= at_least {
-                return events;
-            }
-            assert!(Instant::now() < deadline, "fewer than {at_least} closed toolkit drains since {since}:\n{listed}");
-            std::thread::sleep(Duration::from_secs(2));
-        }
+    /// toolkit's rollout drains since `since`, in start order, once `at_least` are closed.
+    fn drains_since(&self, since: &str, at_least: usize) -> Vec<NodeEvent> {
+        // A failure re-reasons a drain (slurmdbd opens an event per reason): it is
+        // not one more drain to wait for, or the wait ends before the last node's
+        // event reaches slurmdbd (slurmctld sends events asynchronously).
+        node_events_since(
+            self.dir,
+            CLUSTER,
+            since,
+            at_least,
+            |event| event.3.starts_with("toolkit:rollout"),
+            |event| !event.3.contains(" failed: "),
+        )
     }
 
     fn node_state(&self, node: &str) -> (String, String) {
